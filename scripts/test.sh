@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# scripts/test.sh: the project's test command.
+#
+# Runs every test under the race detector against real redis-server processes
+# that the tests start themselves. On Debian/Ubuntu it installs redis-server
+# when it is missing; elsewhere it says what to install. The race detector
+# and the SQLite driver need cgo, so a C compiler is required too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+if [ ${#need[@]} -gt 0 ]; then
+	sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo="sudo"
+	if command -v apt-get >/dev/null 2>&1 && { [ -z "$sudo" ] || command -v sudo >/dev/null 2>&1; }; then
+		echo "test.sh: installing ${need[*]} with apt-get" >&2
+		$sudo apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${need[@]}" >/dev/null
+	else
+		echo "test.sh: missing ${need[*]}. Install them and run this again:" >&2
+		echo "  Debian/Ubuntu: apt-get install -y redis-server gcc" >&2
+		echo "  Fedora:        dnf install -y redis gcc" >&2
+		echo "  macOS:         brew install redis (gcc comes with the Xcode command line tools)" >&2
+		exit 1
+	fi
+fi
+
+# The tests start their own redis-server processes on free ports; a system
+# service on 6379 (if the package started one) is neither needed nor touched.
+exec go test -race -count=1 ./...
