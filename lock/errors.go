@@ -1,0 +1,34 @@
+package lock
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrNotAcquired means the lock was not obtained: TryAcquire found it
+	// held, or Acquire's wait ended. When the wait ended because a context
+	// ended, the error also matches that context's error, so both
+	// errors.Is(err, ErrNotAcquired) and errors.Is(err, context.Canceled) (or
+	// context.DeadlineExceeded) hold.
+	ErrNotAcquired = errors.New("lock: not acquired")
+
+	// ErrNotHeld means a Release or Extend found the lock no longer owned by
+	// the caller: the lease ran out (and perhaps someone else holds it now),
+	// or it was already released. Nothing was changed.
+	ErrNotHeld = errors.New("lock: not held")
+
+	// ErrLeaseLost is why a Lock's Lost channel closed and its contexts were
+	// cancelled: renewal found another owner, or the lease ran out before a
+	// renewal succeeded. It matches ErrNotHeld.
+	ErrLeaseLost = fmt.Errorf("%w: lease lost", ErrNotHeld)
+
+	// ErrClosed is returned by a Locker after Close.
+	ErrClosed = errors.New("lock: locker closed")
+)
+
+// notAcquired wraps the reason a wait ended so that the error matches both
+// ErrNotAcquired and cause (redsync #164 and bsm/redislock #79 ask for this).
+func notAcquired(name string, cause error) error {
+	return fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, cause)
+}

@@ -1,0 +1,28 @@
+package lock
+
+// keys are the Redis names one lock uses. All of them carry the lock's name
+// as a hash tag, {name}, so in Redis Cluster they live in one slot and one
+// script can touch them together. The channel is not a key, but follows the
+// same scheme.
+type keys struct {
+	lock    string // the owner's UUID; its TTL is the lease
+	fence   string // the last fencing token issued (no TTL: it must outlive the lock)
+	queue   string // processes waiting, oldest first
+	waiters string // each waiting process's entry: expiry, lease, ticket
+	channel string // grants to waiting processes are published here
+}
+
+func newKeys(prefix, name string) keys {
+	base := prefix + "{" + name + "}"
+	return keys{
+		lock:    base,
+		fence:   base + ":fence",
+		queue:   base + ":queue",
+		waiters: base + ":waiters",
+		channel: base + ":grant",
+	}
+}
+
+// all is the KEYS list the hand-off scripts take, in the order common.lua
+// names them.
+func (k keys) all() []string { return []string{k.lock, k.fence, k.queue, k.waiters} }

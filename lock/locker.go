@@ -1,0 +1,242 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// Locker hands out named locks stored in one Redis deployment (a single
+// server, Sentinel, or Cluster: anything behind a redis.UniversalClient).
+// Create one per process and share it: goroutines of one Locker that want
+// the same lock queue up in memory, so at most one request per lock and
+// process contends in Redis, and one subscription per process carries the
+// hand-off messages.
+type Locker struct {
+	client redis.UniversalClient
+	opts   Options
+	id     string // this process's identity in the locks' wait queues
+
+	ctx    context.Context // ends at Close: stops drivers, watchdogs, the subscription
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine the Locker starts
+
+	mu     sync.Mutex
+	queues map[string]*queue // by lock name; present while held, awaited or queued here
+	sub    *subscriber
+	closed bool
+}
+
+// New returns a Locker using client. It checks opts but does not contact
+// Redis.
+func New(client redis.UniversalClient, opts Options) (*Locker, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Locker{
+		client: client,
+		opts:   opts,
+		id:     uuid.NewString(),
+		ctx:    ctx,
+		cancel: cancel,
+		queues: make(map[string]*queue),
+	}, nil
+}
+
+// Acquire blocks until it holds the lock called name, ctx ends, or
+// Options.WaitTimeout passes. The returned Lock must be released with
+// Release (defer it right away); its lease is renewed in the background
+// unless Options.DisableRenewal is set, and Lost reports when it was lost.
+//
+// A wait that ends returns an error matching ErrNotAcquired and the
+// context's error. An uncontended Acquire costs one round trip to Redis.
+func (l *Locker) Acquire(ctx context.Context, name string) (*Lock, error) {
+	return l.acquire(ctx, name, true)
+}
+
+// TryAcquire makes one attempt and returns ErrNotAcquired at once if the
+// lock is held (or already awaited by another goroutine of this Locker).
+func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lock, error) {
+	return l.acquire(ctx, name, false)
+}
+
+// Do runs fn while holding the lock called name: the seeds' acquire /
+// try / finally-release pattern, written once. fn's context is cancelled,
+// with cause ErrLeaseLost, if the lease is lost while fn runs; fn should stop
+// writing when it is. The lock is released when fn returns, with an error or
+// a panic. Do returns fn's error joined with the release's: a lease lost
+// during fn shows up as ErrLeaseLost even when fn succeeded, because the
+// critical section may not have been exclusive.
+func (l *Locker) Do(ctx context.Context, name string, fn func(ctx context.Context, lk *Lock) error) (err error) {
+	lk, err := l.Acquire(ctx, name)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := lk.Context(ctx)
+	defer func() {
+		cancel()
+		// The caller's ctx may be done by now; the release must still run.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer rcancel()
+		if rerr := lk.Release(rctx); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	return fn(fctx, lk)
+}
+
+// releaseTimeout bounds clean-up calls that run after the caller's context
+// ended. If one fails, the lease's TTL frees the lock.
+const releaseTimeout = 2 * time.Second
+
+// Close stops the Locker's background work: waiters get ErrClosed, held
+// Locks stop renewing and report ErrClosed through Lost. Release held Locks
+// first. Close waits for every goroutine the Locker started.
+func (l *Locker) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	s := l.sub
+	l.sub = nil
+	l.mu.Unlock()
+	l.cancel()
+	if s != nil {
+		s.close()
+	}
+	l.wg.Wait()
+	return nil
+}
+
+func (l *Locker) acquire(ctx context.Context, name string, wait bool) (*Lock, error) {
+	start := time.Now()
+	if wait && l.opts.WaitTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.opts.WaitTimeout)
+		defer cancel()
+	}
+	lk, contended, err := l.acquireOrWait(ctx, name, wait)
+	if err != nil {
+		l.opts.Observer.AcquireFailed(name, time.Since(start), err)
+		return nil, err
+	}
+	l.opts.Observer.Acquired(name, time.Since(start), contended)
+	return lk, nil
+}
+
+func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool) (lk *Lock, contended bool, err error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, false, ErrClosed
+	}
+	q := l.queues[name]
+	if q != nil && !wait {
+		l.mu.Unlock()
+		return nil, false, fmt.Errorf("%w: %q is held or awaited in this process", ErrNotAcquired, name)
+	}
+	front := false
+	if q == nil {
+		// Nobody here holds or awaits the lock: try Redis directly. While the
+		// attempt is in flight, other goroutines queue behind it.
+		q = l.newQueue(name)
+		q.attempting = true
+		l.mu.Unlock()
+
+		lk, err := l.tryOnce(ctx, q)
+
+		l.mu.Lock()
+		q.attempting = false
+		if lk != nil {
+			q.holder = lk
+			l.mu.Unlock()
+			return lk, false, nil
+		}
+		if err == nil && !wait {
+			err = fmt.Errorf("%w: %q is held", ErrNotAcquired, name)
+		}
+		if err != nil {
+			l.settle(q)
+			l.mu.Unlock()
+			return nil, false, err
+		}
+		front = true // it came first, so it goes first
+	}
+	w := &waiter{ch: make(chan *Lock, 1)}
+	q.add(w, front)
+	l.settle(q)
+	l.mu.Unlock()
+
+	var cause error
+	select {
+	case lk := <-w.ch:
+		return lk, true, nil
+	case <-ctx.Done():
+		cause = ctx.Err()
+	case <-l.ctx.Done():
+		cause = ErrClosed
+	}
+	l.mu.Lock()
+	removed := q.remove(w)
+	lastErr := q.lastErr
+	l.settle(q)
+	l.mu.Unlock()
+	if !removed {
+		// The lock was handed to us just as the wait ended: pass it on.
+		lk := <-w.ch
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		_ = lk.Release(rctx)
+		cancel()
+	}
+	if lastErr != nil && cause != ErrClosed {
+		return nil, true, fmt.Errorf("%w (last Redis error: %v)", notAcquired(name, cause), lastErr)
+	}
+	return nil, true, notAcquired(name, cause)
+}
+
+// tryOnce is the uncontended path: one acquire script that takes the lock
+// if it is free and nobody is queued for it. It returns (nil, nil) when the
+// lock is taken.
+func (l *Locker) tryOnce(ctx context.Context, q *queue) (*Lock, error) {
+	ticket := uuid.NewString()
+	sent := time.Now()
+	res, err := l.runAcquire(ctx, q.k, ticket, modeNoQueue)
+	if err != nil {
+		if ambiguous(err) {
+			// The script may have run and taken the lock although we never
+			// saw the reply (bsm/redislock leaves such a lock orphaned until
+			// its TTL). Fail closed: delete it if it is ours.
+			l.cleanup(ctx, q.k, ticket)
+		}
+		if ctx.Err() != nil {
+			return nil, notAcquired(q.name, ctx.Err())
+		}
+		return nil, fmt.Errorf("lock: acquire %q: %w", q.name, err)
+	}
+	if res.status != acquired {
+		return nil, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.newLock(q.name, ticket, res.token, sent.Add(res.pttl)), nil
+}
+
+// cleanup deletes the lock if ticket owns it, passing it to the next waiter.
+func (l *Locker) cleanup(ctx context.Context, k keys, ticket string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	_, _ = l.runRelease(cctx, k, ticket, "")
+}
+
+// ambiguous reports whether err leaves open that the command ran: anything
+// but an error reply from the server (a timeout, a broken connection, a
+// cancelled context).
+func ambiguous(err error) bool {
+	var rerr redis.Error
+	return !errors.As(err, &rerr)
+}

@@ -1,0 +1,42 @@
+-- acquire: take the lock for ARGV[1], or queue this process so that a
+-- release hands the lock to it.
+--   ARGV[1] ticket (the owner UUID of this acquisition)
+--   ARGV[2] lease in ms          ARGV[3] process id
+--   ARGV[4] mode: '0' take it if free, do not queue; '1' queue under this
+--           new ticket; '2' refresh our place in the queue
+--   ARGV[5] queue entry lease in ms   ARGV[6] channel for grants
+-- Returns {1, token, pttl} when the caller holds the lock, {0, 0, pttl} when
+-- another owner does, {-1, 0, 0} when mode '2' finds our place gone.
+local ticket, ttl, pid, mode, lease, channel =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
+
+local cur = redis.call('GET', lock_key)
+if cur == ticket then
+  -- Granted to this ticket by a release whose message we have not seen (or
+  -- lost). Nobody can have acquired since, so the fence holds our token.
+  return {1, tonumber(redis.call('GET', fence_key)), redis.call('PTTL', lock_key)}
+end
+if mode == '2' and redis.call('HEXISTS', waiters_key, pid) == 0 then
+  -- Our entry expired, or the ticket was granted and that lease has ended
+  -- since. A grant message for it may still be in flight: never reuse the
+  -- ticket, so that message cannot be taken for a live lease.
+  return {-1, 0, 0}
+end
+if mode ~= '0' then
+  enqueue(pid, ticket, ttl, lease)
+end
+if not cur then
+  -- Free. With nobody queued, this is the uncontended path: SET NX PX in
+  -- effect, plus the token. With a queue, serve it in order instead of
+  -- letting a newcomer barge in (the caller may be in it).
+  local gpid, gticket, tok, gttl = grant_next(channel, pid)
+  if not gpid then
+    redis.call('SET', lock_key, ticket, 'PX', ttl)
+    return {1, next_token(), tonumber(ttl)}
+  end
+  if gpid == pid and gticket == ticket then
+    return {1, tok, gttl}
+  end
+  return {0, 0, gttl}
+end
+return {0, 0, redis.call('PTTL', lock_key)}

@@ -1,0 +1,76 @@
+-- Shared by every script that can hand the lock over. The keys of one lock
+-- share a hash tag, so they sit in one Cluster slot and one script may touch
+-- them all:
+--   KEYS[1] lock     string: the owner's UUID, with the lease as its TTL
+--   KEYS[2] fence    string: the last fencing token issued for this lock
+--   KEYS[3] queue    list:   ids of processes waiting, oldest first
+--   KEYS[4] waiters  hash:   process id -> "<expiry ms> <ttl ms> <ticket>"
+local lock_key, fence_key, queue_key, waiters_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+
+-- The server's clock, read at most once per script. Every expiry is judged
+-- on this one clock, so clients' clocks never need to agree.
+local clock_us
+local function now_us()
+  if not clock_us then
+    local t = redis.call('TIME')
+    clock_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return clock_us
+end
+local function now_ms() return math.floor(now_us() / 1000) end
+
+-- Integers above 10^14 lose digits through Lua's default number formatting;
+-- '%.0f' prints every integer a double holds exactly (up to 2^53).
+local function int(n) return string.format('%.0f', n) end
+
+-- next_token issues the fencing token of a new acquisition: one more than the
+-- last token, and never below the server clock in microseconds. The counter
+-- alone would restart at 1 after a restart without persistence; the clock
+-- alone could repeat after a clock step back. Together a token is larger than
+-- every earlier one unless the counter is lost AND the clock went back by
+-- more than the restart took.
+local function next_token()
+  local tok = tonumber(redis.call('GET', fence_key) or '0') + 1
+  if now_us() > tok then tok = now_us() end
+  redis.call('SET', fence_key, int(tok))
+  return tok
+end
+
+-- enqueue puts process pid at the back of the queue (or refreshes its entry
+-- where it already stands). The entry expires lease ms from now unless the
+-- process refreshes it, so a crashed process drops out of the queue.
+local function enqueue(pid, ticket, ttl, lease)
+  if redis.call('HEXISTS', waiters_key, pid) == 0 then
+    redis.call('RPUSH', queue_key, pid)
+  end
+  redis.call('HSET', waiters_key, pid, int(now_ms() + lease) .. ' ' .. ttl .. ' ' .. ticket)
+  redis.call('PEXPIRE', queue_key, lease)
+  redis.call('PEXPIRE', waiters_key, lease)
+end
+
+-- grant_next hands the free lock to the oldest live waiting process: the
+-- lock's value becomes that process's ticket (a fresh UUID), with a new
+-- fencing token, in this same script. No other client can take the lock in
+-- between, so the hand-off is in queue order and costs the next holder no
+-- round trip. Other processes learn of their grant from the message on the
+-- lock's channel; the caller (me) learns from the reply. Returns the
+-- process id, ticket and token, or nil when nobody live is waiting.
+local function grant_next(channel, me)
+  while true do
+    local pid = redis.call('LPOP', queue_key)
+    if not pid then return nil end
+    local entry = redis.call('HGET', waiters_key, pid)
+    if entry then
+      redis.call('HDEL', waiters_key, pid)
+      local expiry, ttl, ticket = string.match(entry, '^(%d+) (%d+) (.+)$')
+      if tonumber(expiry) > now_ms() then
+        redis.call('SET', lock_key, ticket, 'PX', ttl)
+        local tok = next_token()
+        if pid ~= me then
+          redis.call('PUBLISH', channel, pid .. ' ' .. ticket .. ' ' .. int(tok))
+        end
+        return pid, ticket, tok, tonumber(ttl)
+      end
+    end
+  end
+end

@@ -1,0 +1,129 @@
+package lock
+
+import (
+	"errors"
+	"strings"
+	"time"
+)
+
+// Defaults for the zero Options.
+const (
+	// DefaultTTL is the lease. It bounds how long a crashed holder blocks
+	// everyone else (seed 000's "no deadlock" requirement); with renewal on
+	// it does not bound how long a live holder may work.
+	DefaultTTL = 10 * time.Second
+
+	// DefaultWaitTimeout bounds Acquire's wait when the context has no
+	// earlier deadline. The seed's lock gave up after 1 s; a flash sale
+	// would rather answer "busy" than queue a buyer for long.
+	DefaultWaitTimeout = 5 * time.Second
+
+	// DefaultRecheckInterval bounds how long a waiting process goes without
+	// asking Redis itself. Hand-off normally arrives as a message; the
+	// re-check covers a lost message and a holder that crashed (its lease
+	// runs out and the next re-check takes over). Redisson's equivalent wait
+	// is the remaining lease, up to 30 s.
+	DefaultRecheckInterval = 100 * time.Millisecond
+
+	// DefaultPrefix starts every key and channel the Locker uses.
+	DefaultPrefix = "lock:"
+)
+
+// Options configure a Locker. The zero value gives the documented defaults.
+type Options struct {
+	// TTL is the lease each acquisition takes. Default DefaultTTL.
+	TTL time.Duration
+
+	// WaitTimeout bounds how long Acquire waits; the caller's context may
+	// end the wait sooner. Default DefaultWaitTimeout; negative means wait
+	// until the context ends.
+	WaitTimeout time.Duration
+
+	// RenewInterval is how often a held lock's lease is extended in the
+	// background (the watchdog). Default TTL/3, as Redisson renews its 30 s
+	// lease every 10 s: two renewals may fail before the lease runs out.
+	RenewInterval time.Duration
+
+	// DisableRenewal turns the watchdog off: the lease then ends TTL after
+	// the acquisition unless the holder calls Extend. Useful to show what
+	// happens when work outlives the lease (seed 000's open problem).
+	DisableRenewal bool
+
+	// RecheckInterval bounds the fallback re-check of a waiting process; each
+	// wait is jittered by ±25% so processes do not re-check in step.
+	// Default DefaultRecheckInterval. A waiting process's place in the queue
+	// expires after five intervals without a re-check.
+	RecheckInterval time.Duration
+
+	// Prefix starts every key and channel. Default DefaultPrefix. It must
+	// not contain '{' or '}', which would change the Cluster hash tag.
+	Prefix string
+
+	// Observer, when set, is told about acquisitions, waits, releases,
+	// renewal failures and lost leases, to count them.
+	Observer Observer
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.TTL < 10*time.Millisecond {
+		return o, errors.New("lock: TTL must be at least 10ms")
+	}
+	if o.WaitTimeout == 0 {
+		o.WaitTimeout = DefaultWaitTimeout
+	}
+	if o.RenewInterval == 0 {
+		o.RenewInterval = o.TTL / 3
+	}
+	if o.RenewInterval < 0 || o.RenewInterval >= o.TTL {
+		return o, errors.New("lock: RenewInterval must be positive and shorter than TTL")
+	}
+	if o.RecheckInterval == 0 {
+		o.RecheckInterval = DefaultRecheckInterval
+	}
+	if o.RecheckInterval < time.Millisecond {
+		return o, errors.New("lock: RecheckInterval must be at least 1ms")
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return o, errors.New("lock: Prefix must not contain '{' or '}'")
+	}
+	if o.Observer == nil {
+		o.Observer = NopObserver{}
+	}
+	return o, nil
+}
+
+// entryLease is how long a waiting process's place in the queue lasts
+// without a re-check.
+func (o Options) entryLease() time.Duration { return 5 * o.RecheckInterval }
+
+// Observer is told what the Locker does, for metrics. Methods are called
+// synchronously on the Locker's goroutines and must be fast. Embed
+// NopObserver to implement only some of them.
+type Observer interface {
+	// Acquired: the lock was obtained after waiting wait; contended is true
+	// when the first attempt found it taken.
+	Acquired(name string, wait time.Duration, contended bool)
+	// AcquireFailed: Acquire or TryAcquire gave up after wait.
+	AcquireFailed(name string, wait time.Duration, err error)
+	// Released: a holder released the lock after holding it for held.
+	Released(name string, held time.Duration)
+	// RenewalFailed: one background renewal failed; the lease may survive.
+	RenewalFailed(name string, err error)
+	// LeaseLost: a holder lost its lease before releasing.
+	LeaseLost(name string)
+}
+
+// NopObserver ignores everything.
+type NopObserver struct{}
+
+func (NopObserver) Acquired(string, time.Duration, bool)       {}
+func (NopObserver) AcquireFailed(string, time.Duration, error) {}
+func (NopObserver) Released(string, time.Duration)             {}
+func (NopObserver) RenewalFailed(string, error)                {}
+func (NopObserver) LeaseLost(string)                           {}

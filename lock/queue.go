@@ -1,0 +1,336 @@
+package lock
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// queue is this process's state for one lock name. Goroutines that want a
+// lock another goroutine of this process holds or awaits wait here in FIFO
+// order instead of polling Redis; one driver goroutine contends in Redis for
+// all of them. In Redis, the process is one entry in the lock's queue, under
+// a ticket: a fresh UUID that becomes the owner value of the acquisition it
+// wins. Every field is guarded by Locker.mu.
+type queue struct {
+	name string
+	k    keys
+
+	waiters    []*waiter // oldest first
+	holder     *Lock     // the Lock of this process that holds it, if any
+	attempting bool      // a first, direct attempt is in flight
+
+	// ticket is the UUID this process is (or is about to be) queued under in
+	// Redis, "" when it is not. A grant for any other ticket is stale.
+	ticket string
+	// ticketSince is a time no later than any grant to ticket can have
+	// happened: the ticket's creation, then the send time of each call that
+	// found it still waiting. A grant's lease is known to last until
+	// ticketSince + TTL.
+	ticketSince time.Time
+	// registered: ticket has been queued by a call that returned, so the
+	// next call refreshes it rather than registering it anew.
+	registered bool
+	// checkAt is when the driver next asks Redis itself (the fallback
+	// re-check), if no grant has come by then.
+	checkAt time.Time
+
+	driving    bool          // the driver goroutine runs
+	kick       chan struct{} // wakes the driver; capacity 1
+	subscribed bool          // the channel is in the Locker's subscription
+	lastErr    error         // the driver's last Redis error, for the waiters' error
+}
+
+type waiter struct {
+	ch chan *Lock // capacity 1: receives the lock when it is handed over
+}
+
+func (l *Locker) newQueue(name string) *queue {
+	q := &queue{name: name, k: newKeys(l.opts.Prefix, name), kick: make(chan struct{}, 1)}
+	l.queues[name] = q
+	return q
+}
+
+func (q *queue) busy() bool { return q.holder != nil || q.attempting }
+
+func (q *queue) add(w *waiter, front bool) {
+	if front {
+		q.waiters = slices.Insert(q.waiters, 0, w)
+		return
+	}
+	q.waiters = append(q.waiters, w)
+}
+
+func (q *queue) remove(w *waiter) bool {
+	i := slices.Index(q.waiters, w)
+	if i < 0 {
+		return false
+	}
+	q.waiters = slices.Delete(q.waiters, i, i+1)
+	return true
+}
+
+func (q *queue) poke() {
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// newTicket starts a new registration. Caller holds Locker.mu.
+func (q *queue) newTicket() string {
+	q.ticket = uuid.NewString()
+	q.ticketSince = time.Now()
+	q.registered = false
+	return q.ticket
+}
+
+// settle is called under Locker.mu after any change to q: it starts or
+// wakes the driver while someone waits or a ticket is out, and forgets q when
+// nothing is left.
+func (l *Locker) settle(q *queue) {
+	if len(q.waiters) > 0 || q.ticket != "" {
+		if q.driving {
+			q.poke()
+			return
+		}
+		if l.closed {
+			return
+		}
+		q.driving = true
+		l.wg.Add(1)
+		go l.drive(q)
+		return
+	}
+	if !q.busy() && !q.driving && l.queues[q.name] == q {
+		delete(l.queues, q.name)
+	}
+}
+
+// handOff gives a lock won for ticket to the oldest local waiter. Caller
+// holds Locker.mu and has checked that ticket is q's current ticket.
+// With no waiter left, the grant stays on the ticket and the driver
+// withdraws it, which passes the lock on.
+func (l *Locker) handOff(q *queue, ticket string, token int64, deadline time.Time) {
+	if len(q.waiters) == 0 {
+		q.poke()
+		return
+	}
+	w := q.waiters[0]
+	q.waiters = q.waiters[1:]
+	q.ticket, q.registered = "", false
+	lk := l.newLock(q.name, ticket, token, deadline)
+	q.holder = lk
+	w.ch <- lk
+	l.settle(q)
+}
+
+// deliverGrant handles a grant message from the subscription.
+func (l *Locker) deliverGrant(q *queue, ticket string, token int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if q.ticket != ticket || ticket == "" {
+		return // stale: already taken through a reply, or withdrawn
+	}
+	l.handOff(q, ticket, token, q.ticketSince.Add(l.opts.TTL))
+}
+
+// drive contends in Redis for q's waiters. It queues the process under a
+// ticket, then sleeps until a grant arrives (handled by the subscription or
+// by a release in this process, not here), a kick, or the fallback
+// re-check: the holder's remaining lease or RecheckInterval, whichever is
+// shorter, jittered. Each re-check also refreshes the process's place, so
+// a crashed process drops out of the queue within five intervals.
+func (l *Locker) drive(q *queue) {
+	defer l.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	failures := 0
+	for {
+		var wait time.Duration // 0: wait for a kick only
+		l.mu.Lock()
+		switch {
+		case l.closed:
+			q.driving = false
+			l.mu.Unlock()
+			return
+
+		case len(q.waiters) == 0 && q.ticket == "":
+			q.driving = false
+			unsub := q.subscribed
+			q.subscribed = false
+			l.settle(q)
+			l.mu.Unlock()
+			if unsub {
+				l.unsubscribe(q)
+			}
+			return
+
+		case len(q.waiters) == 0:
+			// Nobody waits any more: leave the queue, and pass on a grant
+			// that may already have come to the ticket.
+			ticket := q.ticket
+			l.mu.Unlock()
+			ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
+			err := l.runWithdraw(ctx, q.k, ticket)
+			cancel()
+			l.mu.Lock()
+			if err == nil && q.ticket == ticket {
+				q.ticket, q.registered = "", false
+			}
+			if err != nil {
+				failures++
+				wait = l.backoff(failures)
+			}
+			l.mu.Unlock()
+
+		case q.busy():
+			// A goroutine of this process holds the lock (or is trying):
+			// its release queues us and may hand the lock straight over.
+			subscribe := !q.subscribed
+			q.subscribed = true
+			l.mu.Unlock()
+			if subscribe {
+				l.subscribe(q)
+			}
+
+		case q.registered && time.Now().Before(q.checkAt):
+			// Queued, and the re-check is not due: a grant will wake us.
+			wait = time.Until(q.checkAt)
+			l.mu.Unlock()
+
+		default:
+			if q.ticket == "" {
+				q.newTicket()
+			}
+			ticket, mode := q.ticket, modeRegister
+			if q.registered {
+				mode = modeRefresh
+			}
+			subscribe := !q.subscribed
+			q.subscribed = true
+			l.mu.Unlock()
+			if subscribe {
+				// Subscribe before queueing, so the grant message cannot
+				// come before we listen.
+				l.subscribe(q)
+			}
+			sent := time.Now()
+			ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
+			res, err := l.runAcquire(ctx, q.k, ticket, mode)
+			cancel()
+			wait = l.afterAttempt(q, ticket, sent, res, err)
+			if err != nil {
+				failures++
+				wait = l.backoff(failures)
+			} else {
+				failures = 0
+			}
+		}
+
+		if wait > 0 {
+			timer.Reset(wait)
+		}
+		select {
+		case <-q.kick:
+		case <-timer.C:
+		case <-l.ctx.Done():
+		}
+		timer.Stop()
+	}
+}
+
+// afterAttempt applies the driver's acquire reply and returns how long to
+// sleep before the next re-check (0: until kicked).
+func (l *Locker) afterAttempt(q *queue, ticket string, sent time.Time, res acquireResult, err error) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		q.lastErr = err
+		return 0
+	}
+	if q.ticket != ticket {
+		return 0 // a grant message got there first
+	}
+	switch res.status {
+	case acquired:
+		l.handOff(q, ticket, res.token, sent.Add(res.pttl))
+		return 0
+	case placeLost:
+		q.newTicket()
+		q.poke() // queue again at once, under the new ticket
+		return 0
+	}
+	q.registered = true
+	q.ticketSince = sent
+	wait := l.jitter(l.opts.RecheckInterval)
+	if res.pttl > 0 && res.pttl < l.opts.RecheckInterval {
+		// The holder's lease runs out first: look again right after it.
+		wait = res.pttl + time.Millisecond + rand.N(res.pttl/4+time.Millisecond)
+	}
+	q.checkAt = time.Now().Add(wait)
+	return wait
+}
+
+// release runs the release script for lk. When other goroutines of this
+// process wait for the lock, the same script queues the process under a new
+// ticket, and if the process is first in line the lock comes straight back:
+// the oldest local waiter then holds it after one round trip.
+func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err error) {
+	l.mu.Lock()
+	q := l.queues[lk.name]
+	requeue := ""
+	if q != nil && q.holder == lk && len(q.waiters) > 0 && q.ticket == "" {
+		requeue = q.newTicket()
+	}
+	l.mu.Unlock()
+
+	sent := time.Now()
+	res, err := l.runRelease(ctx, lk.k, lk.owner, requeue)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if q == nil || l.queues[lk.name] != q {
+		return res.released, err
+	}
+	if q.holder == lk {
+		q.holder = nil
+	}
+	if err == nil && requeue != "" && q.ticket == requeue {
+		q.registered = true
+		q.ticketSince = sent
+		q.checkAt = time.Now().Add(l.jitter(l.opts.RecheckInterval))
+	}
+	if err == nil && res.granted && res.ticket != "" && res.ticket == q.ticket {
+		l.handOff(q, res.ticket, res.token, sent.Add(res.ttl))
+	}
+	l.settle(q)
+	return res.released, err
+}
+
+// leaseEnded is told by a Lock that lost its lease: it no longer keeps this
+// process's other waiters from contending.
+func (l *Locker) leaseEnded(lk *Lock) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if q := l.queues[lk.name]; q != nil && q.holder == lk {
+		q.holder = nil
+		l.settle(q)
+	}
+}
+
+// jitter spreads d by ±25%.
+func (l *Locker) jitter(d time.Duration) time.Duration {
+	return d - d/4 + rand.N(d/2+1)
+}
+
+// backoff is the wait after the n-th Redis error in a row: doubling from 5 ms,
+// capped at RecheckInterval, jittered.
+func (l *Locker) backoff(n int) time.Duration {
+	d := 5 * time.Millisecond << min(n-1, 10)
+	return l.jitter(min(d, l.opts.RecheckInterval))
+}

@@ -1,0 +1,164 @@
+package lock
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// subscriber is the process's one Pub/Sub connection. It listens on the
+// channels of the locks that goroutines of this process wait for, and ends
+// when nobody waits. Redisson also shares one subscription per lock and
+// process; a subscription per waiting goroutine would cost a connection
+// each.
+type subscriber struct {
+	ps       *redis.PubSub
+	channels map[string]*subChannel // guarded by Locker.mu
+	done     chan struct{}          // closed when the receive loop has ended
+
+	closeOnce sync.Once
+	closing   chan struct{}
+}
+
+type subChannel struct {
+	q         *queue
+	ready     chan struct{} // closed when the server confirms the subscription
+	confirmed bool
+}
+
+// subscribe adds q's channel to the subscription, starting it if needed,
+// and waits (at most one re-check interval) for the server's confirmation:
+// a grant published before that would be missed and only found by the
+// re-check.
+func (l *Locker) subscribe(q *queue) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	s := l.sub
+	if s == nil {
+		s = &subscriber{
+			ps:       l.client.Subscribe(l.ctx),
+			channels: make(map[string]*subChannel),
+			done:     make(chan struct{}),
+			closing:  make(chan struct{}),
+		}
+		l.sub = s
+		l.wg.Add(1)
+		go l.receive(s)
+	}
+	sc := &subChannel{q: q, ready: make(chan struct{})}
+	s.channels[q.k.channel] = sc
+	l.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(l.ctx, l.opts.RecheckInterval)
+	defer cancel()
+	if err := s.ps.Subscribe(ctx, q.k.channel); err != nil {
+		return // the re-check covers what the subscription would have told us
+	}
+	select {
+	case <-sc.ready:
+	case <-ctx.Done():
+	}
+}
+
+// unsubscribe removes q's channel; the last one closes the connection.
+func (l *Locker) unsubscribe(q *queue) {
+	l.mu.Lock()
+	s := l.sub
+	if s == nil {
+		l.mu.Unlock()
+		return
+	}
+	if sc := s.channels[q.k.channel]; sc != nil && sc.q == q {
+		delete(s.channels, q.k.channel)
+	}
+	last := len(s.channels) == 0
+	if last {
+		l.sub = nil
+	}
+	l.mu.Unlock()
+	if last {
+		s.close()
+		return
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
+	defer cancel()
+	_ = s.ps.Unsubscribe(ctx, q.k.channel)
+}
+
+// close ends the connection and waits for the receive loop to end.
+func (s *subscriber) close() {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		_ = s.ps.Close()
+	})
+	<-s.done
+}
+
+// receive reads the subscription until it is closed. go-redis reconnects
+// and resubscribes after a connection error; messages published meanwhile
+// are lost, which the waiters' re-checks make up for.
+func (l *Locker) receive(s *subscriber) {
+	defer l.wg.Done()
+	defer close(s.done)
+	prefix := l.id + " "
+	failures := 0
+	for {
+		msg, err := s.ps.Receive(l.ctx)
+		if err != nil {
+			select {
+			case <-s.closing:
+				return
+			case <-l.ctx.Done():
+				return
+			default:
+			}
+			failures++
+			t := time.NewTimer(l.backoff(failures))
+			select {
+			case <-t.C:
+			case <-s.closing:
+				t.Stop()
+				return
+			case <-l.ctx.Done():
+				t.Stop()
+				return
+			}
+			continue
+		}
+		failures = 0
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind != "subscribe" {
+				continue
+			}
+			l.mu.Lock()
+			if sc := s.channels[m.Channel]; sc != nil && !sc.confirmed {
+				sc.confirmed = true
+				close(sc.ready)
+			}
+			l.mu.Unlock()
+		case *redis.Message:
+			// Every waiting process sees every grant on the channel; only
+			// the addressee parses it, and wakes one goroutine.
+			if !strings.HasPrefix(m.Payload, prefix) {
+				continue
+			}
+			_, ticket, token, ok := parseGrant(m.Payload)
+			if !ok {
+				continue
+			}
+			l.mu.Lock()
+			sc := s.channels[m.Channel]
+			l.mu.Unlock()
+			if sc != nil {
+				l.deliverGrant(sc.q, ticket, token)
+			}
+		}
+	}
+}
