@@ -24,6 +24,7 @@ const (
 	waiting   acquireStatus = 0
 	acquired  acquireStatus = 1
 	placeLost acquireStatus = -1 // modeRefresh found no entry: start over with a new ticket
+	voided    acquireStatus = -2 // the ticket was withdrawn before this request arrived
 )
 
 type acquireResult struct {
@@ -33,7 +34,7 @@ type acquireResult struct {
 }
 
 func (l *Locker) runAcquire(ctx context.Context, k keys, ticket string, mode acquireMode) (acquireResult, error) {
-	v, err := acquireScript.Run(ctx, l.client, k.all(),
+	v, err := acquireScript.Run(ctx, l.client, k.forTicket(ticket),
 		ticket, l.opts.TTL.Milliseconds(), l.id, string(mode), l.opts.entryLease().Milliseconds(), k.channel,
 	).Int64Slice()
 	if err != nil {
@@ -57,7 +58,7 @@ type releaseResult struct {
 // empty, queues this process under that ticket first (it has more local
 // waiters), so the lock may come straight back to it.
 func (l *Locker) runRelease(ctx context.Context, k keys, owner, requeue string) (releaseResult, error) {
-	v, err := releaseScript.Run(ctx, l.client, k.all(),
+	v, err := releaseScript.Run(ctx, l.client, k.forTicket(requeue),
 		owner, l.id, requeue, l.opts.TTL.Milliseconds(), l.opts.entryLease().Milliseconds(), k.channel,
 	).Slice()
 	if err != nil {
@@ -76,10 +77,11 @@ func (l *Locker) runRelease(ctx context.Context, k keys, owner, requeue string) 
 	return r, nil
 }
 
-// runWithdraw takes this process out of the lock's queue and passes on a
-// grant its ticket may already have received.
+// runWithdraw voids ticket: takes this process out of the lock's queue if
+// it stands there under ticket, passes on a grant the ticket may already
+// have received, and makes a late acquire with ticket fail.
 func (l *Locker) runWithdraw(ctx context.Context, k keys, ticket string) error {
-	return withdrawScript.Run(ctx, l.client, k.all(), l.id, ticket, k.channel).Err()
+	return withdrawScript.Run(ctx, l.client, k.forTicket(ticket), l.id, ticket, k.channel, l.opts.TTL.Milliseconds()).Err()
 }
 
 // runExtend resets owner's lease to the TTL; false means owner no longer

@@ -23,6 +23,9 @@ func newKeys(prefix, name string) keys {
 	}
 }
 
-// all is the KEYS list the hand-off scripts take, in the order common.lua
-// names them.
-func (k keys) all() []string { return []string{k.lock, k.fence, k.queue, k.waiters} }
+// forTicket is the KEYS list the scripts take, in the order common.lua names
+// them; the last is the tombstone of ticket, which acquire refuses and
+// withdraw writes.
+func (k keys) forTicket(ticket string) []string {
+	return []string{k.lock, k.fence, k.queue, k.waiters, k.lock + ":void:" + ticket}
+}

@@ -209,8 +209,8 @@ func (l *Locker) tryOnce(ctx context.Context, q *queue) (*Lock, error) {
 	if err != nil {
 		if ambiguous(err) {
 			// The script may have run and taken the lock although we never
-			// saw the reply (bsm/redislock leaves such a lock orphaned until
-			// its TTL). Fail closed: delete it if it is ours.
+			// saw the reply, or may still run (bsm/redislock leaves such a
+			// lock orphaned until its TTL). Fail closed: void the ticket.
 			l.cleanup(ctx, q.k, ticket)
 		}
 		if ctx.Err() != nil {
@@ -226,11 +226,24 @@ func (l *Locker) tryOnce(ctx context.Context, q *queue) (*Lock, error) {
 	return l.newLock(q.name, ticket, res.token, sent.Add(res.pttl)), nil
 }
 
-// cleanup deletes the lock if ticket owns it, passing it to the next waiter.
+// cleanup voids ticket: deletes the lock if ticket owns it (passing it to
+// the next waiter) and makes a late acquire with it fail. If cleanup fails
+// too, the lease's TTL frees the lock.
 func (l *Locker) cleanup(ctx context.Context, k keys, ticket string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	_, _ = l.runRelease(cctx, k, ticket, "")
+	_ = l.runWithdraw(cctx, k, ticket)
+}
+
+// Waiting reports how many goroutines of this Locker wait for the lock
+// called name, for metrics and tests.
+func (l *Locker) Waiting(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if q := l.queues[name]; q != nil {
+		return len(q.waiters)
+	}
+	return 0
 }
 
 // ambiguous reports whether err leaves open that the command ran: anything

@@ -182,11 +182,12 @@ func (l *Locker) drive(q *queue) {
 			if err == nil && q.ticket == ticket {
 				q.ticket, q.registered = "", false
 			}
-			if err != nil {
-				failures++
-				wait = l.backoff(failures)
-			}
 			l.mu.Unlock()
+			if err == nil {
+				continue // done, or a waiter arrived meanwhile: look again
+			}
+			failures++
+			wait = l.backoff(failures)
 
 		case q.busy():
 			// A goroutine of this process holds the lock (or is trying):
@@ -260,7 +261,7 @@ func (l *Locker) afterAttempt(q *queue, ticket string, sent time.Time, res acqui
 	case acquired:
 		l.handOff(q, ticket, res.token, sent.Add(res.pttl))
 		return 0
-	case placeLost:
+	case placeLost, voided:
 		q.newTicket()
 		q.poke() // queue again at once, under the new ticket
 		return 0

@@ -6,9 +6,16 @@
 --           new ticket; '2' refresh our place in the queue
 --   ARGV[5] queue entry lease in ms   ARGV[6] channel for grants
 -- Returns {1, token, pttl} when the caller holds the lock, {0, 0, pttl} when
--- another owner does, {-1, 0, 0} when mode '2' finds our place gone.
+-- another owner does, {-1, 0, 0} when mode '2' finds our place gone, and
+-- {-2, 0, 0} when the ticket was voided.
 local ticket, ttl, pid, mode, lease, channel =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
+
+if redis.call('EXISTS', void_key) == 1 then
+  -- The client gave this ticket up (its call timed out, or its waiters
+  -- left) and this request arrived late: it must not take the lock.
+  return {-2, 0, 0}
+end
 
 local cur = redis.call('GET', lock_key)
 if cur == ticket then

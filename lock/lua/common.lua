@@ -5,7 +5,9 @@
 --   KEYS[2] fence    string: the last fencing token issued for this lock
 --   KEYS[3] queue    list:   ids of processes waiting, oldest first
 --   KEYS[4] waiters  hash:   process id -> "<expiry ms> <ttl ms> <ticket>"
-local lock_key, fence_key, queue_key, waiters_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+--   KEYS[5] void     string: tombstone of the ticket the script is about
+--                    (acquire, withdraw): that ticket must never win
+local lock_key, fence_key, queue_key, waiters_key, void_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
 -- The server's clock, read at most once per script. Every expiry is judged
 -- on this one clock, so clients' clocks never need to agree.

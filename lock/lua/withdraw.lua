@@ -1,13 +1,25 @@
--- withdraw: this process has no waiter left for the lock. Leave the queue,
--- and if a release already granted the lock to our ticket, pass it on.
+-- withdraw: the ticket ARGV[2] will never be used. Called when the last
+-- local waiter gives up, and after an acquire whose reply was lost (fail
+-- closed: the acquire may have run). It leaves a tombstone so that a late
+-- request carrying the ticket cannot take the lock, leaves the queue if the
+-- process stands there under this ticket, and passes the lock on if it was
+-- already granted to the ticket. The order in which this and a late acquire
+-- arrive does not matter.
 --   ARGV[1] process id   ARGV[2] ticket   ARGV[3] channel for grants
--- Returns 1 if a grant to the ticket was passed on.
+--   ARGV[4] tombstone lifetime in ms (the lease: a request later than that
+--           would take a lock that expires unrenewed anyway)
+-- Returns 1 if a lock held by the ticket was passed on.
 local pid, ticket, channel = ARGV[1], ARGV[2], ARGV[3]
-redis.call('HDEL', waiters_key, pid)
-redis.call('LREM', queue_key, 0, pid)
+redis.call('SET', void_key, '1', 'PX', ARGV[4])
+local entry = redis.call('HGET', waiters_key, pid)
+if entry and string.sub(entry, -#ticket) == ticket then
+  redis.call('HDEL', waiters_key, pid)
+  redis.call('LREM', queue_key, 0, pid)
+end
 if redis.call('GET', lock_key) == ticket then
   redis.call('DEL', lock_key)
-  grant_next(channel, pid)
+  -- Publish even a grant to our own process: its driver is not in this call.
+  grant_next(channel, '')
   return 1
 end
 return 0
