@@ -1,0 +1,175 @@
+// Package antipattern keeps the source documents' wrong Redis locks, each
+// small and faithful to the seed that shows it, so that tests and the load
+// test can make each failure happen on demand, and so that the benchmark has
+// the seed's correct-but-polling lock as its baseline.
+//
+// Do not use these to lock anything. Each type's comment says which seed
+// describes it and how it breaks; each has a hook where the harmful
+// interleaving is injected (a pause, a crash, a skewed clock), so the
+// failure is reproduced deterministically instead of hoped for.
+//
+// The seeds are in ../shared/seeds: 000 (cnblogs, "the correct way to lock
+// and unlock"), 002 (the seckill endpoint), 003 (the Jedis getLock /
+// releaseLock article).
+package antipattern
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// Mutex is what every lock here offers: one attempt to take key, and a
+// release given what the attempt returned.
+type Mutex interface {
+	// TryLock makes one attempt; ok reports whether key is now held, and
+	// owner is what Unlock needs.
+	TryLock(ctx context.Context, key string) (owner string, ok bool, err error)
+	// Unlock releases key.
+	Unlock(ctx context.Context, key, owner string) error
+}
+
+// ErrCrashed is returned by a lock whose hook simulated a crash.
+var ErrCrashed = errors.New("antipattern: simulated crash")
+
+// SetNXThenExpire locks with SETNX and then EXPIRE, two commands (seed 000,
+// "wrong lock #1"; seed 003, "wrong example 1"). If the client dies between
+// them, the key has no TTL and nobody can ever take the lock again: the
+// "no deadlock" requirement is broken. SET key value NX PX ttl does both in
+// one atomic command.
+type SetNXThenExpire struct {
+	Client redis.UniversalClient
+	TTL    time.Duration
+	// BetweenSetNXAndExpire runs after a successful SETNX. Returning an
+	// error simulates the crash: EXPIRE is never sent.
+	BetweenSetNXAndExpire func() error
+}
+
+func (m *SetNXThenExpire) TryLock(ctx context.Context, key string) (string, bool, error) {
+	owner := uuid.NewString()
+	ok, err := m.Client.SetNX(ctx, key, owner, 0).Result()
+	if err != nil || !ok {
+		return "", false, err
+	}
+	if m.BetweenSetNXAndExpire != nil {
+		if err := m.BetweenSetNXAndExpire(); err != nil {
+			return "", false, err
+		}
+	}
+	return owner, true, m.Client.Expire(ctx, key, m.TTL).Err()
+}
+
+// Unlock is the correct compare-and-delete: this type's flaw is in TryLock.
+func (m *SetNXThenExpire) Unlock(ctx context.Context, key, owner string) error {
+	return compareAndDelete.Run(ctx, m.Client, []string{key}, owner).Err()
+}
+
+// ExpiryTimestamp stores the lock's expiry time as its value: SETNX, and
+// when the key exists but its timestamp has passed, GETSET a new one and win
+// if the old value is the one read (seed 000, "wrong lock #2"; seed 002's
+// RedisLock; seed 003, "wrong example 2"). It has no owner identity, and it
+// trusts every client's clock: a client whose clock runs ahead sees a live
+// lock as expired and takes it while its holder still works. The seeds also
+// note that the losing GETSET overwrites the winner's expiry.
+type ExpiryTimestamp struct {
+	Client redis.UniversalClient
+	TTL    time.Duration
+	// Now is this client's clock; tests skew it. Default time.Now.
+	Now func() time.Time
+}
+
+func (m *ExpiryTimestamp) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
+}
+
+func (m *ExpiryTimestamp) TryLock(ctx context.Context, key string) (string, bool, error) {
+	expires := m.now().Add(m.TTL).UnixMilli()
+	ok, err := m.Client.SetNX(ctx, key, expires, 0).Result()
+	if err != nil || ok {
+		return "", ok, err
+	}
+	cur, err := m.Client.Get(ctx, key).Int64()
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	if err != nil || cur >= m.now().UnixMilli() {
+		return "", false, err
+	}
+	old, err := m.Client.GetSet(ctx, key, expires).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", false, err
+	}
+	return "", old == cur, nil
+}
+
+// Unlock deletes the key. There is no owner to check: any client can
+// release any holder's lock.
+func (m *ExpiryTimestamp) Unlock(ctx context.Context, key, _ string) error {
+	return m.Client.Del(ctx, key).Err()
+}
+
+// PlainDelete locks correctly (SET NX PX with a UUID) but unlocks with a
+// plain DEL (seed 000, "wrong unlock #1"; seed 002, problem 3). A holder
+// whose lease expired while it worked deletes the lock of whoever took it
+// next, and a third client then enters while the second still works.
+type PlainDelete struct {
+	Client redis.UniversalClient
+	TTL    time.Duration
+}
+
+func (m *PlainDelete) TryLock(ctx context.Context, key string) (string, bool, error) {
+	return setNXPX(ctx, m.Client, key, m.TTL)
+}
+
+func (m *PlainDelete) Unlock(ctx context.Context, key, _ string) error {
+	return m.Client.Del(ctx, key).Err()
+}
+
+// GetThenDelete checks the owner with GET and then deletes with DEL, two
+// commands (seed 000, "wrong unlock #2"; seed 003, the unlock "wrong
+// example"). Between them the lease can expire and another client can
+// acquire; the DEL then deletes that client's lock. The check and the delete
+// must be one Lua script.
+type GetThenDelete struct {
+	Client redis.UniversalClient
+	TTL    time.Duration
+	// BetweenGetAndDel runs after GET found our owner and before DEL: where
+	// a GC pause or a slow network lets the lease run out.
+	BetweenGetAndDel func()
+}
+
+func (m *GetThenDelete) TryLock(ctx context.Context, key string) (string, bool, error) {
+	return setNXPX(ctx, m.Client, key, m.TTL)
+}
+
+func (m *GetThenDelete) Unlock(ctx context.Context, key, owner string) error {
+	cur, err := m.Client.Get(ctx, key).Result()
+	if errors.Is(err, redis.Nil) || (err == nil && cur != owner) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if m.BetweenGetAndDel != nil {
+		m.BetweenGetAndDel()
+	}
+	return m.Client.Del(ctx, key).Err()
+}
+
+func setNXPX(ctx context.Context, c redis.UniversalClient, key string, ttl time.Duration) (string, bool, error) {
+	owner := uuid.NewString()
+	ok, err := c.SetNX(ctx, key, owner, ttl).Result()
+	if err != nil || !ok {
+		return "", false, err
+	}
+	return owner, true, nil
+}
+
+// compareAndDelete is seed 000's correct release script.
+var compareAndDelete = redis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`)

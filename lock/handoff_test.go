@@ -1,0 +1,295 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-ref/seckill/internal/redistest"
+	"github.com/seckill-ref/seckill/lock"
+)
+
+// With the fallback re-check pushed out to a minute, only the grants that
+// releases hand over can wake waiters: if hand-off were broken, this test
+// would hang until its wait timeout.
+func TestHandOffNeedsNoPolling(t *testing.T) {
+	srv := redistest.Start(t)
+	opts := lock.Options{RecheckInterval: time.Minute, WaitTimeout: 10 * time.Second}
+	lockers := []*lock.Locker{newLocker(t, srv, opts), newLocker(t, srv, opts)}
+	first := mustAcquire(t, lockers[0], "res")
+
+	const perLocker = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*perLocker)
+	for i := range 2 * perLocker {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lk, err := lockers[i%2].Acquire(context.Background(), "res")
+			if err != nil {
+				errs <- err
+				return
+			}
+			errs <- lk.Release(context.Background())
+		}()
+	}
+	// Everyone is queued (in memory or in Redis) behind the first holder.
+	c := srv.Client()
+	eventually(t, 5*time.Second, "the other process to queue", func() bool {
+		return c.LLen(context.Background(), lockKey("res")+":queue").Val() >= 1
+	})
+	start := time.Now()
+	release(t, first)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("16 hand-offs took %v", took)
+	}
+}
+
+// Goroutines of one process are served in the order they arrived.
+func TestLocalWaitersAreFIFO(t *testing.T) {
+	srv := redistest.Start(t)
+	l := newLocker(t, srv, lock.Options{})
+	first := mustAcquire(t, l, "res")
+
+	const n = 10
+	order := make(chan int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lk, err := l.Acquire(context.Background(), "res")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			order <- i
+			_ = lk.Release(context.Background())
+		}()
+		// Arrival order is what FIFO is about: let goroutine i queue
+		// before i+1 starts.
+		waitQueued(t, l, "res", i+1)
+	}
+	release(t, first)
+	wg.Wait()
+	close(order)
+	want := 0
+	for got := range order {
+		if got != want {
+			t.Fatalf("goroutine %d got the lock in turn %d", got, want)
+		}
+		want++
+	}
+}
+
+// waitQueued waits until n goroutines of l wait for name.
+func waitQueued(t *testing.T, l *lock.Locker, name string, n int) {
+	t.Helper()
+	eventually(t, 5*time.Second, "goroutines to queue", func() bool { return l.Waiting(name) == n })
+}
+
+// A grant message can be lost (the subscription connection drops). The
+// fallback re-check must find the lock granted to the waiter anyway.
+func TestLostGrantMessageIsRecovered(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	holder := newLocker(t, srv, lock.Options{})
+	waiter := newLocker(t, srv, lock.Options{RecheckInterval: 50 * time.Millisecond, WaitTimeout: 10 * time.Second})
+	lk := mustAcquire(t, holder, "res")
+
+	done := make(chan error, 1)
+	go func() {
+		wlk, err := waiter.Acquire(context.Background(), "res")
+		if err == nil {
+			err = wlk.Release(context.Background())
+		}
+		done <- err
+	}()
+	channel := lockKey("res") + ":grant"
+	eventually(t, 5*time.Second, "the waiter to subscribe and queue", func() bool {
+		return c.PubSubNumSub(context.Background(), channel).Val()[channel] == 1 &&
+			c.LLen(context.Background(), lockKey("res")+":queue").Val() == 1
+	})
+	// Drop the subscription: the grant published by the release is lost.
+	if err := c.Do(context.Background(), "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	release(t, lk)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter stranded after its grant message was lost")
+	}
+}
+
+// An acquire whose reply never comes may still have taken the lock. It must
+// not leave that lock orphaned until its TTL (bsm/redislock's behaviour).
+func TestAmbiguousAcquireFailsClosed(t *testing.T) {
+	srv := redistest.Start(t, "--enable-debug-command", "yes")
+	admin := srv.Client()
+	// ContextTimeoutEnabled: the context's deadline, not ReadTimeout,
+	// bounds the wait for a reply.
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer c.Close()
+	l, err := lock.New(c, lock.Options{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	// Warm the pool and the server's script cache: a cold EVALSHA would
+	// fail with NOSCRIPT and never run.
+	warm := mustAcquire(t, l, "warm")
+	release(t, warm)
+	bg := context.Background()
+	before := evalshaCalls(t, admin)
+
+	// Stall the server so that our acquire is read and run only after its
+	// context has expired.
+	stalled := make(chan error, 1)
+	go func() { stalled <- admin.Do(bg, "DEBUG", "SLEEP", "0.3").Err() }()
+	eventually(t, 5*time.Second, "the server to stall", func() bool {
+		select {
+		case err := <-stalled:
+			t.Fatalf("DEBUG SLEEP: %v", err)
+		default:
+		}
+		return redisBusy(srv.Addr())
+	})
+	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
+	defer cancel()
+	_, err = l.TryAcquire(ctx, "res")
+	if !errors.Is(err, lock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("TryAcquire = %v, want ErrNotAcquired and DeadlineExceeded", err)
+	}
+	if err := <-stalled; err != nil {
+		t.Fatal(err)
+	}
+	// Both the late acquire and the clean-up reached the server after the
+	// stall, in an order we do not control; either way no lock may remain.
+	eventually(t, 5*time.Second, "the acquire and the clean-up to run", func() bool {
+		return evalshaCalls(t, admin) >= before+2
+	})
+	if n := admin.Exists(bg, lockKey("res")).Val(); n != 0 {
+		t.Fatalf("the lock taken by the timed-out acquire is still there (PTTL %v)", admin.PTTL(bg, lockKey("res")).Val())
+	}
+}
+
+// evalshaCalls is how many EVALSHA commands the server has run.
+func evalshaCalls(t *testing.T, c *redis.Client) int {
+	t.Helper()
+	info := c.Info(context.Background(), "commandstats").Val()
+	_, rest, ok := strings.Cut(info, "cmdstat_evalsha:calls=")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+	return n
+}
+
+// redisBusy reports whether a PING on a fresh connection goes unanswered
+// for 20 ms (the server is inside DEBUG SLEEP).
+func redisBusy(addr string) bool {
+	c := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 20 * time.Millisecond, MaxRetries: -1})
+	defer c.Close()
+	return c.Ping(context.Background()).Err() != nil
+}
+
+// The other order: the clean-up overtakes the acquire it cleans up after
+// (the acquire's packets are delayed on the network). An owner-checked
+// delete alone would find nothing to delete, and the late acquire would take
+// the lock for its whole TTL; the ticket's tombstone makes it refuse.
+func TestLateAcquireAfterCleanupIsRefused(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	var armed atomic.Bool
+	c := redis.NewClient(&redis.Options{
+		Addr:                  srv.Addr(),
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &delayedConn{Conn: conn, armed: &armed, delay: 150 * time.Millisecond}, nil
+		},
+	})
+	defer c.Close()
+	l, err := lock.New(c, lock.Options{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	warm := mustAcquire(t, l, "warm")
+	release(t, warm)
+	bg := context.Background()
+	before := evalshaCalls(t, admin)
+
+	armed.Store(true) // the next request written is delayed 150 ms
+	ctx, cancel := context.WithTimeout(bg, 30*time.Millisecond)
+	defer cancel()
+	if _, err := l.TryAcquire(ctx, "res"); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire = %v, want ErrNotAcquired", err)
+	}
+	eventually(t, 5*time.Second, "the clean-up and the late acquire to run", func() bool {
+		return evalshaCalls(t, admin) >= before+2
+	})
+	if n := admin.Exists(bg, lockKey("res")).Val(); n != 0 {
+		t.Fatalf("the late acquire took the lock after its clean-up (PTTL %v)", admin.PTTL(bg, lockKey("res")).Val())
+	}
+}
+
+// delayedConn delays the first write after armed is set, as a slow network
+// would, without blocking the writer.
+type delayedConn struct {
+	net.Conn
+	armed *atomic.Bool
+	delay time.Duration
+	wg    sync.WaitGroup
+}
+
+func (c *delayedConn) Write(p []byte) (int, error) {
+	if !c.armed.CompareAndSwap(true, false) {
+		return c.Conn.Write(p)
+	}
+	buf := append([]byte(nil), p...)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		time.Sleep(c.delay) // the packet is in flight
+		// The client's write deadline has passed by now; a packet already
+		// on the wire does not care.
+		_ = c.Conn.SetWriteDeadline(time.Time{})
+		_, _ = c.Conn.Write(buf)
+	}()
+	return len(p), nil
+}
+
+// Close lets a delayed write land first, in the background: the client
+// has given up on this connection, the network has not.
+func (c *delayedConn) Close() error {
+	go func() {
+		c.wg.Wait()
+		_ = c.Conn.Close()
+	}()
+	return nil
+}
