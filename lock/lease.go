@@ -8,7 +8,7 @@ import (
 )
 
 // Lock is one acquisition of a named lock: its owner UUID, its fencing
-// token, and its lease. While it is held, a watchdog goroutine renews the
+// token, and its lease. While it is held, a watchdog timer renews the
 // lease (unless renewal is disabled) and closes Lost the moment the lease
 // can no longer be vouched for. A Lock is safe for concurrent use.
 type Lock struct {
@@ -27,30 +27,33 @@ type Lock struct {
 	cancels  map[int]context.CancelCauseFunc
 	nextID   int
 
-	stopWatch context.CancelFunc
-	watchDone chan struct{}
+	// The watchdog is a timer, not a goroutine: nothing runs until a
+	// renewal (or the expiry check) is due, and Release stops it without
+	// waiting for another goroutine to be scheduled, which would sit right
+	// in the hand-off to the next holder.
+	timer    *time.Timer
+	failures int            // renewals failed in a row
+	renewing sync.WaitGroup // a renewal in flight
 }
 
 // newLock starts the watchdog of a lock just won. deadline is a time the
 // lease certainly lasts until: the send time of the request that took it
 // (or an earlier bound) plus the lease. Caller holds Locker.mu.
 func (l *Locker) newLock(name, owner string, token int64, deadline time.Time) *Lock {
-	ctx, stop := context.WithCancel(l.ctx)
 	lk := &Lock{
-		l:         l,
-		name:      name,
-		k:         newKeys(l.opts.Prefix, name),
-		owner:     owner,
-		token:     token,
-		acquired:  time.Now(),
-		deadline:  deadline,
-		lost:      make(chan struct{}),
-		cancels:   make(map[int]context.CancelCauseFunc),
-		stopWatch: stop,
-		watchDone: make(chan struct{}),
+		l:        l,
+		name:     name,
+		k:        newKeys(l.opts.Prefix, name),
+		owner:    owner,
+		token:    token,
+		acquired: time.Now(),
+		deadline: deadline,
+		lost:     make(chan struct{}),
+		cancels:  make(map[int]context.CancelCauseFunc),
 	}
-	l.wg.Add(1)
-	go lk.watch(ctx)
+	lk.mu.Lock()
+	lk.timer = time.AfterFunc(lk.nextTick(), lk.tick)
+	lk.mu.Unlock()
 	return lk
 }
 
@@ -158,10 +161,9 @@ func (lk *Lock) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: %q was already released", ErrNotHeld, lk.name)
 	}
 	lk.released = true
+	lk.timer.Stop()
 	lk.mu.Unlock()
-
-	lk.stopWatch()
-	<-lk.watchDone
+	lk.renewing.Wait() // a renewal already in flight finishes first
 
 	lk.mu.Lock()
 	lostErr := lk.lostErr
@@ -188,63 +190,72 @@ func (lk *Lock) Release(ctx context.Context) error {
 	return nil
 }
 
-// watch is the lock's watchdog. With renewal on, it extends the lease every
+// nextTick is when the watchdog should next look at the lease: at the
+// next renewal (RenewInterval after the lease was last confirmed, or a
+// short backoff after a failed renewal), and never after the deadline.
+// Caller holds lk.mu.
+func (lk *Lock) nextTick() time.Duration {
+	opts := lk.l.opts
+	next := lk.deadline
+	if !opts.DisableRenewal {
+		if lk.failures > 0 {
+			next = time.Now().Add(lk.l.backoff(lk.failures))
+		} else {
+			next = lk.deadline.Add(opts.RenewInterval - opts.TTL)
+		}
+		if next.After(lk.deadline) {
+			next = lk.deadline
+		}
+	}
+	return time.Until(next)
+}
+
+// tick is the watchdog. With renewal on, it extends the lease every
 // RenewInterval; a failed renewal is retried until the lease runs out. It
 // declares the lease lost when a renewal finds another owner, or when the
 // deadline passes without a successful renewal. Being told at once matters
-// more than the renewal itself: a holder that keeps writing after its lease
-// ended is seed 000's open problem.
-func (lk *Lock) watch(ctx context.Context) {
-	defer lk.l.wg.Done()
-	defer close(lk.watchDone)
-	opts := lk.l.opts
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	failures := 0
-	for {
-		deadline := lk.Deadline()
-		next := deadline
-		if !opts.DisableRenewal {
-			next = deadline.Add(-opts.TTL).Add(opts.RenewInterval)
-			if failures > 0 {
-				next = time.Now().Add(lk.l.backoff(failures))
-			}
-			if next.After(deadline) {
-				next = deadline
-			}
-		}
-		timer.Reset(time.Until(next))
-		select {
-		case <-ctx.Done():
-			if lk.l.ctx.Err() != nil {
-				lk.lose(ErrClosed)
-			}
-			return
-		case <-timer.C:
-		}
-		if opts.DisableRenewal || !time.Now().Before(lk.Deadline()) {
-			if !time.Now().Before(lk.Deadline()) {
-				lk.lose(ErrLeaseLost)
-				return
-			}
-			continue
-		}
-		rctx, cancel := context.WithDeadline(ctx, lk.Deadline())
-		err := lk.Extend(rctx)
-		cancel()
-		switch {
-		case err == nil:
-			failures = 0
-		case ctx.Err() != nil:
-			continue // released or closed meanwhile; the select above returns
-		default:
-			opts.Observer.RenewalFailed(lk.name, err)
-			if lk.Err() != nil {
-				return // Extend found another owner and declared the loss
-			}
-			failures++
-		}
+// more than the renewal itself: a holder that keeps writing after its
+// lease ended is seed 000's open problem.
+func (lk *Lock) tick() {
+	lk.mu.Lock()
+	switch {
+	case lk.released || lk.lostErr != nil:
+		lk.mu.Unlock()
+		return
+	case lk.l.ctx.Err() != nil:
+		lk.mu.Unlock()
+		lk.lose(ErrClosed)
+		return
+	case !time.Now().Before(lk.deadline):
+		lk.mu.Unlock()
+		lk.lose(ErrLeaseLost)
+		return
+	case lk.l.opts.DisableRenewal:
+		lk.timer.Reset(lk.nextTick()) // Extend moved the deadline
+		lk.mu.Unlock()
+		return
 	}
+	deadline := lk.deadline
+	lk.renewing.Add(1) // under mu: Release either sees it or stops us first
+	lk.mu.Unlock()
+	defer lk.renewing.Done()
+
+	ctx, cancel := context.WithDeadline(lk.l.ctx, deadline)
+	err := lk.Extend(ctx)
+	cancel()
+
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if lk.released || lk.lostErr != nil {
+		return // Extend found another owner and declared the loss, or we are done
+	}
+	if err != nil {
+		lk.l.opts.Observer.RenewalFailed(lk.name, err)
+		lk.failures++
+	} else {
+		lk.failures = 0
+	}
+	lk.timer.Reset(lk.nextTick())
 }
 
 // lose marks the lease lost, once: close Lost, cancel derived contexts, and
@@ -256,13 +267,15 @@ func (lk *Lock) lose(cause error) {
 		return
 	}
 	lk.lostErr = cause
-	close(lk.lost)
+	lk.timer.Stop()
 	cancels := lk.cancels
 	lk.cancels = make(map[int]context.CancelCauseFunc)
 	lk.mu.Unlock()
+	// Contexts first: whoever wakes on Lost must find them cancelled too.
 	for _, c := range cancels {
 		c(cause)
 	}
+	close(lk.lost)
 	lk.l.opts.Observer.LeaseLost(lk.name)
 	lk.l.leaseEnded(lk)
 }

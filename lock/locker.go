@@ -104,8 +104,18 @@ func (l *Locker) Close() error {
 	l.closed = true
 	s := l.sub
 	l.sub = nil
+	var held []*Lock
+	for _, q := range l.queues {
+		if q.holder != nil {
+			held = append(held, q.holder)
+		}
+	}
 	l.mu.Unlock()
 	l.cancel()
+	for _, lk := range held {
+		lk.lose(ErrClosed)
+		lk.renewing.Wait()
+	}
 	if s != nil {
 		s.close()
 	}
