@@ -48,6 +48,7 @@ type SetNXThenExpire struct {
 	BetweenSetNXAndExpire func() error
 }
 
+// TryLock sends SETNX, runs the hook, then EXPIRE.
 func (m *SetNXThenExpire) TryLock(ctx context.Context, key string) (string, bool, error) {
 	owner := uuid.NewString()
 	ok, err := m.Client.SetNX(ctx, key, owner, 0).Result()
@@ -88,6 +89,7 @@ func (m *ExpiryTimestamp) now() time.Time {
 	return time.Now()
 }
 
+// TryLock is the seeds' SETNX / GET / GETSET dance, judged by m.Now.
 func (m *ExpiryTimestamp) TryLock(ctx context.Context, key string) (string, bool, error) {
 	expires := m.now().Add(m.TTL).UnixMilli()
 	ok, err := m.Client.SetNX(ctx, key, expires, 0).Result()
@@ -123,10 +125,12 @@ type PlainDelete struct {
 	TTL    time.Duration
 }
 
+// TryLock is a correct SET NX PX with a fresh UUID.
 func (m *PlainDelete) TryLock(ctx context.Context, key string) (string, bool, error) {
 	return setNXPX(ctx, m.Client, key, m.TTL)
 }
 
+// Unlock is the flaw: DEL, whoever holds the lock now.
 func (m *PlainDelete) Unlock(ctx context.Context, key, _ string) error {
 	return m.Client.Del(ctx, key).Err()
 }
@@ -144,10 +148,12 @@ type GetThenDelete struct {
 	BetweenGetAndDel func()
 }
 
+// TryLock is a correct SET NX PX with a fresh UUID.
 func (m *GetThenDelete) TryLock(ctx context.Context, key string) (string, bool, error) {
 	return setNXPX(ctx, m.Client, key, m.TTL)
 }
 
+// Unlock is the flaw: GET, compare, hook, DEL in separate commands.
 func (m *GetThenDelete) Unlock(ctx context.Context, key, owner string) error {
 	cur, err := m.Client.Get(ctx, key).Result()
 	if errors.Is(err, redis.Nil) || (err == nil && cur != owner) {
