@@ -1,0 +1,79 @@
+// Package seckill is the flash-sale domain: products, orders, the rules a
+// purchase must obey, the sentinel errors that name each way it can fail,
+// and the purchase use case itself (Service). It knows nothing about HTTP,
+// SQL or Redis: it declares the two small interfaces it consumes, Locker
+// and Store, and the packages lock (through an adapter in internal/app) and
+// store satisfy them.
+//
+// # The purchase
+//
+// Seed 002 sells an item in three steps under a per-product Redis lock:
+// check the stock, insert the order, write back the stock read minus one,
+// and unlock in a finally block. Service.Purchase keeps that shape and adds
+// what the seed leaves open:
+//
+//  1. Validate and look the product up (ErrInvalid, ErrNotFound).
+//  2. Fast paths: if the stock just read is zero, answer ErrSoldOut
+//     without touching the lock. Most requests of a flash sale arrive after
+//     the stock is gone, and they should not queue for a lock only to learn
+//     that. The read comes from the shared database, not from a flag in
+//     this process's memory, so a restock clears the fast path on every
+//     replica at once, by construction: there is no cache to invalidate,
+//     hence none is kept. Likewise a user who already has an order gets
+//     ErrAlreadyPurchased here (orders are never deleted, so the answer
+//     cannot go stale), and repeat clicks neither queue for the lock nor
+//     move the fence. A buyer that passes these checks with stale data is
+//     caught by step 5, which checks again under the lock.
+//  3. Acquire the product's lock (LockName) with a bounded wait; a wait
+//     that ends gives ErrBusy.
+//  4. Claim the fence: store the lock's fencing token on the product, only
+//     if it is larger than the one stored (Store.ClaimFence). If it is not,
+//     a newer holder exists and this one stops (ErrFenceRejected).
+//  5. Read the product again and check the rules: one order per user per
+//     product (ErrAlreadyPurchased), stock left (ErrSoldOut).
+//  6. In one transaction, write the stock read in step 5 minus one and
+//     insert the order, both only if the product's fence still holds this
+//     holder's token (Store.PlaceOrder); otherwise nothing is written
+//     (ErrFenceRejected).
+//  7. Release the lock, whatever happened (a defer, the seed's finally).
+//
+// # Why the fence, and not the lease, keeps the sale exact
+//
+// The seeds' open problem is a holder whose lease runs out while it is
+// still working: a GC pause, a stalled disk or a slow network, longer than
+// the TTL. Redis then gives the lock to the next buyer, and two processes
+// are in the critical section at once. Renewal makes that rarer but cannot
+// rule it out (a paused process cannot renew, and cannot notice that it
+// failed to), and checking the lock's Lost channel before writing only
+// narrows the window: the lease can run out between the check and the
+// write.
+//
+// Steps 4 to 6 close it where the data lives. Tokens grow with every
+// acquisition of a lock, so a holder that claims the fence in step 4 has
+// a token larger than every earlier holder's. From then on, an earlier
+// holder's conditional write in step 6 matches no row and is refused, so
+// at most one holder, the latest, can write. And the latest holder reads in
+// step 5 only after its claim: every write accepted before the claim is
+// already in what it reads, and no write of an earlier holder can be
+// accepted after it. The stock it writes back is therefore never based on a
+// stale read, whatever the lease did. Seed 002's write-back of "the value
+// read minus one" is exactly what a stale read turns into an oversell; the
+// fence is what makes that write-back safe, which is why the SQL guards the
+// stock write with the fence alone and not with "stock > 0": disabling the
+// fence must show the oversell, not hide it.
+//
+// This is the fencing-token scheme of Kleppmann's "How to do distributed
+// locking": the lock decides who may try, the resource decides whose write
+// counts.
+//
+// # Unfenced modes
+//
+// With Options.Fencing off, Purchase runs seed 002's sequence as written:
+// read the stock, check it, insert the order, then write back the value
+// read minus one in a separate statement, with no fence and no
+// transaction. Under a lock that is truly exclusive this is correct; the
+// lock modes none (no lock) and local (an in-process mutex, exclusive only
+// within one replica) exist to show that it oversells when it is not, and
+// the unsafe no-fence switch shows the same for a Redis lock whose lease
+// ran out.
+package seckill

@@ -1,0 +1,30 @@
+package seckill
+
+import "context"
+
+// Locker hands out the per-product locks that serialise purchases. The
+// Redis lock (package lock, through an adapter in internal/app) is the real
+// one; internal/app also has an in-process mutex and a no-op, to show what
+// goes wrong without a distributed lock.
+type Locker interface {
+	// Acquire waits, for a bounded time, until it holds the lock called
+	// name. A wait that ends without the lock returns an error matching
+	// ErrBusy.
+	Acquire(ctx context.Context, name string) (Lease, error)
+
+	// Ping reports whether the lock service answers, for readiness.
+	Ping(ctx context.Context) error
+}
+
+// Lease is one holding of a lock.
+type Lease interface {
+	// Token is the fencing token of this holding: larger than the token of
+	// every earlier holding of the same lock. Locks that cannot fence
+	// return 0.
+	Token() int64
+
+	// Release gives the lock up. It reports when the lease was lost while
+	// held; the caller cannot undo anything by then, which is why writes
+	// are fenced.
+	Release(ctx context.Context) error
+}

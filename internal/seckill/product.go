@@ -1,0 +1,84 @@
+package seckill
+
+import (
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits on what a client may send. They bound the work one request can ask
+// for and keep every number far from overflowing.
+const (
+	MaxNameLength   = 200        // characters, not bytes
+	MaxStock        = 10_000_000 // per product
+	MaxUserIDLength = 64
+)
+
+// Product is an item on sale.
+type Product struct {
+	ID    int64
+	Name  string
+	Stock int64 // items left
+	Sold  int64 // orders placed, counted from the orders themselves
+
+	// Fence is the largest fencing token that has claimed the product (0
+	// before any). Only the holder of that token may write its stock.
+	Fence int64
+}
+
+// Order is one item sold to one user.
+type Order struct {
+	ID        int64
+	ProductID int64
+	UserID    string
+	Fence     int64 // token of the lock holder that wrote it; 0 when unfenced
+	CreatedAt time.Time
+}
+
+// LockName is the name of the lock that guards a product's stock. Every
+// replica derives the same name from the id, so they contend for one lock.
+func LockName(productID int64) string {
+	return "product:" + strconv.FormatInt(productID, 10)
+}
+
+// ValidateProductID checks that id can name a product.
+func ValidateProductID(id int64) error {
+	if id <= 0 {
+		return Invalid("id", "must be a positive integer")
+	}
+	return nil
+}
+
+// ValidateName checks a product name: 1 to MaxNameLength characters of
+// valid UTF-8.
+func ValidateName(name string) error {
+	n := utf8.RuneCountInString(name)
+	if n < 1 || n > MaxNameLength || !utf8.ValidString(name) {
+		return Invalid("name", "must be 1 to "+strconv.Itoa(MaxNameLength)+" characters")
+	}
+	return nil
+}
+
+// ValidateStock checks a stock level: 0 to MaxStock.
+func ValidateStock(stock int64) error {
+	if stock < 0 || stock > MaxStock {
+		return Invalid("stock", "must be an integer from 0 to "+strconv.Itoa(MaxStock))
+	}
+	return nil
+}
+
+// ValidateUserID checks a user id: 1 to MaxUserIDLength characters from
+// A-Z a-z 0-9 _ . : - (enough for UUIDs and "tenant:user" ids, and safe to
+// log and put in a URL without escaping).
+func ValidateUserID(id string) error {
+	ok := len(id) >= 1 && len(id) <= MaxUserIDLength
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '_' || c == '.' || c == ':' || c == '-'
+	}
+	if !ok {
+		return Invalid("user_id", "must be 1 to "+strconv.Itoa(MaxUserIDLength)+" characters from A-Z a-z 0-9 _ . : -")
+	}
+	return nil
+}

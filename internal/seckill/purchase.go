@@ -1,0 +1,143 @@
+package seckill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// releaseTimeout bounds a release that runs after the request's context
+// ended (the client went away). If it fails, the lease's TTL frees the lock.
+const releaseTimeout = 2 * time.Second
+
+// Purchase sells one item of a product to a user, following the steps in
+// the package doc. The error matches ErrInvalid, ErrNotFound, ErrSoldOut,
+// ErrAlreadyPurchased or ErrBusy (ErrFenceRejected when a newer holder took
+// over), or is an unexpected failure of the lock service or the database.
+func (s *Service) Purchase(ctx context.Context, productID int64, userID string) (order *Order, err error) {
+	start := s.now()
+	defer func() { s.rec.PurchaseDone(OutcomeOf(err), s.now().Sub(start)) }()
+
+	// Step 1.
+	if err := ValidateProductID(productID); err != nil {
+		return nil, err
+	}
+	if err := ValidateUserID(userID); err != nil {
+		return nil, err
+	}
+	p, err := s.store.Product(ctx, productID)
+	if err != nil {
+		return nil, err
+	}
+	// Step 2: the fast paths, from the shared database (package doc).
+	if p.Stock <= 0 {
+		return nil, fmt.Errorf("product %d: %w", productID, ErrSoldOut)
+	}
+	if err := s.notBought(ctx, productID, userID); err != nil {
+		return nil, err
+	}
+	// Steps 3 and 7.
+	err = s.locked(ctx, productID, func(ctx context.Context, token int64) error {
+		var lerr error
+		order, lerr = s.purchaseLocked(ctx, productID, userID, token)
+		return lerr
+	})
+	if err != nil {
+		return nil, err
+	}
+	return order, nil
+}
+
+// purchaseLocked is the critical section: steps 4 to 6, or seed 002's
+// sequence when unfenced.
+func (s *Service) purchaseLocked(ctx context.Context, productID int64, userID string, token int64) (*Order, error) {
+	// Step 4. The claim comes before the read so that the read sees every
+	// write an earlier holder got accepted.
+	if !s.unfenced {
+		if err := s.claim(ctx, productID, token); err != nil {
+			return nil, err
+		}
+	}
+	// Step 5.
+	p, err := s.store.Product(ctx, productID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.notBought(ctx, productID, userID); err != nil {
+		return nil, err
+	}
+	if p.Stock <= 0 {
+		return nil, fmt.Errorf("product %d: %w", productID, ErrSoldOut)
+	}
+
+	s.chaos(ctx)
+
+	o := &Order{ProductID: productID, UserID: userID, Fence: token, CreatedAt: s.now().UTC()}
+	if !s.unfenced {
+		// Step 6: the stock read in step 5 minus one, fenced.
+		if err := s.fenced(FenceWrite, s.store.PlaceOrder(ctx, o, p.Stock-1)); err != nil {
+			return nil, err
+		}
+		return o, nil
+	}
+	// Seed 002, as written: insert the order, then write back the stock read
+	// minus one in a separate statement. Safe only if nobody else read the
+	// same stock meanwhile.
+	if err := s.store.InsertOrder(ctx, o); err != nil {
+		return nil, err
+	}
+	if err := s.store.SetStock(ctx, productID, p.Stock-1); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// locked runs fn while holding the product's lock, and releases the lock
+// however fn ends: the seed's finally block.
+func (s *Service) locked(ctx context.Context, productID int64, fn func(ctx context.Context, token int64) error) error {
+	name := LockName(productID)
+	lease, err := s.locker.Acquire(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// The request's context may be over; the release must still run.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if err := lease.Release(rctx); err != nil {
+			// Nothing to undo: with fencing on, a holder whose lease ran out
+			// could not write after its successor's claim; with it off, this
+			// is the warning that the critical section may not have been
+			// exclusive.
+			s.log.Warn("lock release", "lock", name, "token", lease.Token(), "err", err)
+		}
+	}()
+	return fn(ctx, lease.Token())
+}
+
+// notBought returns ErrAlreadyPurchased if the user has an order for the
+// product.
+func (s *Service) notBought(ctx context.Context, productID int64, userID string) error {
+	bought, err := s.store.HasOrder(ctx, productID, userID)
+	if err != nil {
+		return err
+	}
+	if bought {
+		return fmt.Errorf("product %d, user %q: %w", productID, userID, ErrAlreadyPurchased)
+	}
+	return nil
+}
+
+// claim is step 4.
+func (s *Service) claim(ctx context.Context, productID, token int64) error {
+	return s.fenced(FenceClaim, s.store.ClaimFence(ctx, productID, token))
+}
+
+// fenced records a fence's refusal and passes err on.
+func (s *Service) fenced(stage FenceStage, err error) error {
+	if errors.Is(err, ErrFenceRejected) {
+		s.rec.FenceRejected(stage)
+	}
+	return err
+}

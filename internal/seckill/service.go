@@ -1,0 +1,160 @@
+package seckill
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+)
+
+// Options configure a Service. The zero value is the safe configuration:
+// fenced writes, the real clock, no chaos, nothing recorded or logged.
+type Options struct {
+	// Unfenced skips steps 4 and 6's fence and runs seed 002's unfenced
+	// sequence instead (see the package doc). Correct only under a lock
+	// that is truly exclusive; required with a Locker whose tokens are 0.
+	Unfenced bool
+
+	// Now is the clock that stamps orders. Default time.Now.
+	Now func() time.Time
+
+	// Chaos, when set, is called inside the critical section, after the
+	// rules are checked and before anything is written: the place where a
+	// long pause turns into a lost lease. Tests and demonstrations use it
+	// to make races certain; production leaves it nil.
+	Chaos func(ctx context.Context)
+
+	// Recorder is told how each purchase ended. Default: nobody.
+	Recorder Recorder
+
+	// Logger gets what the caller cannot act on, such as a lease that was
+	// lost before its release. Default: discarded.
+	Logger *slog.Logger
+}
+
+// Service is the flash sale's use cases over a Locker and a Store. It is
+// safe for concurrent use and keeps no state of its own between requests:
+// replicas sharing a database and a lock service need no coordination.
+type Service struct {
+	locker   Locker
+	store    Store
+	unfenced bool
+	now      func() time.Time
+	chaos    func(ctx context.Context)
+	rec      Recorder
+	log      *slog.Logger
+}
+
+// NewService returns a Service that locks with locker and keeps its data in
+// store.
+func NewService(locker Locker, store Store, opts Options) *Service {
+	s := &Service{
+		locker:   locker,
+		store:    store,
+		unfenced: opts.Unfenced,
+		now:      opts.Now,
+		chaos:    opts.Chaos,
+		rec:      opts.Recorder,
+		log:      opts.Logger,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.chaos == nil {
+		s.chaos = func(context.Context) {}
+	}
+	if s.rec == nil {
+		s.rec = nopRecorder{}
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return s
+}
+
+// CreateProduct puts a new product on sale.
+func (s *Service) CreateProduct(ctx context.Context, name string, stock int64) (*Product, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if err := ValidateStock(stock); err != nil {
+		return nil, err
+	}
+	p := &Product{Name: name, Stock: stock}
+	if err := s.store.CreateProduct(ctx, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Product returns one product.
+func (s *Service) Product(ctx context.Context, id int64) (*Product, error) {
+	if err := ValidateProductID(id); err != nil {
+		return nil, err
+	}
+	return s.store.Product(ctx, id)
+}
+
+// Products returns every product.
+func (s *Service) Products(ctx context.Context) ([]*Product, error) {
+	return s.store.Products(ctx)
+}
+
+// Orders returns a page of a product's orders.
+func (s *Service) Orders(ctx context.Context, productID int64, q OrderQuery) (*OrderList, error) {
+	if err := ValidateProductID(productID); err != nil {
+		return nil, err
+	}
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	// Checked first so that a missing product is a 404, not an empty list.
+	if _, err := s.store.Product(ctx, productID); err != nil {
+		return nil, err
+	}
+	orders, count, err := s.store.Orders(ctx, productID, q)
+	if err != nil {
+		return nil, err
+	}
+	return &OrderList{ProductID: productID, Count: count, Orders: orders}, nil
+}
+
+// Restock sets a product's stock. It takes the product's lock and fence like
+// a purchase does: a restock written between a purchase's read and its
+// write-back would otherwise be overwritten by "the value read minus one".
+func (s *Service) Restock(ctx context.Context, id, stock int64) (*Product, error) {
+	if err := ValidateProductID(id); err != nil {
+		return nil, err
+	}
+	if err := ValidateStock(stock); err != nil {
+		return nil, err
+	}
+	if _, err := s.store.Product(ctx, id); err != nil {
+		return nil, err
+	}
+	err := s.locked(ctx, id, func(ctx context.Context, token int64) error {
+		if s.unfenced {
+			return s.store.SetStock(ctx, id, stock)
+		}
+		if err := s.claim(ctx, id, token); err != nil {
+			return err
+		}
+		return s.fenced(FenceWrite, s.store.SetStockFenced(ctx, id, stock, token))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.store.Product(ctx, id)
+}
+
+// Ready reports whether the database and the lock service answer.
+func (s *Service) Ready(ctx context.Context) error {
+	if err := s.store.Ping(ctx); err != nil {
+		return fmt.Errorf("seckill: database not ready: %w", err)
+	}
+	if err := s.locker.Ping(ctx); err != nil {
+		return fmt.Errorf("seckill: lock service not ready: %w", err)
+	}
+	return nil
+}

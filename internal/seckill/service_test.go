@@ -1,0 +1,268 @@
+package seckill_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-ref/seckill/internal/redistest"
+	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/lock"
+	"github.com/seckill-ref/seckill/store"
+)
+
+// redisLocker adapts the real lock to the domain's Locker, as internal/app
+// does (that adapter is unexported there).
+type redisLocker struct{ l *lock.Locker }
+
+func (r redisLocker) Acquire(ctx context.Context, name string) (seckill.Lease, error) {
+	lk, err := r.l.Acquire(ctx, name)
+	if errors.Is(err, lock.ErrNotAcquired) {
+		return nil, fmt.Errorf("%w: %w", seckill.ErrBusy, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return lk, nil
+}
+
+func (r redisLocker) Ping(context.Context) error { return nil }
+
+// counts is a Recorder that remembers what it was told.
+type counts struct {
+	mu       sync.Mutex
+	outcomes map[seckill.Outcome]int
+	fences   map[seckill.FenceStage]int
+}
+
+func newCounts() *counts {
+	return &counts{outcomes: map[seckill.Outcome]int{}, fences: map[seckill.FenceStage]int{}}
+}
+
+func (c *counts) PurchaseDone(o seckill.Outcome, _ time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.outcomes[o]++
+}
+
+func (c *counts) FenceRejected(s seckill.FenceStage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fences[s]++
+}
+
+func (c *counts) fence(s seckill.FenceStage) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fences[s]
+}
+
+func (c *counts) outcome(o seckill.Outcome) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.outcomes[o]
+}
+
+// env is one Redis and one SQLite file; each replica built on it gets its
+// own Redis client, Locker and database handle, as a separate process
+// would.
+type env struct {
+	t      *testing.T
+	redis  *redistest.Server
+	dbPath string
+}
+
+func newEnv(t *testing.T) *env {
+	return &env{t: t, redis: redistest.Start(t), dbPath: filepath.Join(t.TempDir(), "seckill.db")}
+}
+
+func (e *env) store() *store.Store {
+	e.t.Helper()
+	s, err := store.Open(e.dbPath)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func (e *env) locker(opts lock.Options) seckill.Locker {
+	e.t.Helper()
+	l, err := lock.New(e.redis.Client(), opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = l.Close() })
+	return redisLocker{l}
+}
+
+func (e *env) product(st *store.Store, stock int64) *seckill.Product {
+	e.t.Helper()
+	p := &seckill.Product{Name: "phone", Stock: stock}
+	if err := st.CreateProduct(context.Background(), p); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+func TestPurchase(t *testing.T) {
+	e := newEnv(t)
+	st := e.store()
+	rec := newCounts()
+	now := time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)
+	svc := seckill.NewService(e.locker(lock.Options{}), st, seckill.Options{
+		Recorder: rec,
+		Now:      func() time.Time { return now },
+	})
+	ctx := context.Background()
+	p := e.product(st, 1)
+
+	o, err := svc.Purchase(ctx, p.ID, "alice")
+	if err != nil {
+		t.Fatalf("Purchase: %v", err)
+	}
+	if o.ID == 0 || o.ProductID != p.ID || o.UserID != "alice" || o.Fence <= 0 || !o.CreatedAt.Equal(now) {
+		t.Errorf("got order %+v, want an id, product %d, alice, a positive fence, created %v", o, p.ID, now)
+	}
+	got, _ := st.Product(ctx, p.ID)
+	if got.Stock != 0 || got.Sold != 1 || got.Fence != o.Fence {
+		t.Errorf("got product %+v, want stock 0, sold 1, fence %d", got, o.Fence)
+	}
+	for _, tt := range []struct {
+		id   int64
+		user string
+		want error
+	}{
+		{p.ID, "alice", seckill.ErrSoldOut}, // the fast path answers before the rules
+		{p.ID, "bob", seckill.ErrSoldOut},
+		{p.ID + 1, "bob", seckill.ErrNotFound},
+		{0, "bob", seckill.ErrInvalid},
+		{p.ID, "bad user", seckill.ErrInvalid},
+	} {
+		if _, err := svc.Purchase(ctx, tt.id, tt.user); !errors.Is(err, tt.want) {
+			t.Errorf("Purchase(%d, %q): got %v, want %v", tt.id, tt.user, err, tt.want)
+		}
+	}
+	if got := rec.outcome(seckill.OutcomeSoldOut); got != 2 {
+		t.Errorf("sold_out outcomes: got %d, want 2", got)
+	}
+}
+
+func TestAlreadyPurchased(t *testing.T) {
+	e := newEnv(t)
+	st := e.store()
+	svc := seckill.NewService(e.locker(lock.Options{}), st, seckill.Options{})
+	ctx := context.Background()
+	p := e.product(st, 5)
+	if _, err := svc.Purchase(ctx, p.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Purchase(ctx, p.ID, "alice"); !errors.Is(err, seckill.ErrAlreadyPurchased) {
+		t.Fatalf("second purchase: got %v, want ErrAlreadyPurchased", err)
+	}
+	if got, _ := st.Product(ctx, p.ID); got.Stock != 4 || got.Sold != 1 {
+		t.Errorf("got stock %d sold %d, want 4 and 1", got.Stock, got.Sold)
+	}
+}
+
+// A sold-out product must answer without the lock: here the lock is held
+// elsewhere for the whole test, and the answer is still sold out, not busy.
+func TestSoldOutSkipsLock(t *testing.T) {
+	e := newEnv(t)
+	st := e.store()
+	svc := seckill.NewService(e.locker(lock.Options{WaitTimeout: 50 * time.Millisecond}), st, seckill.Options{})
+	ctx := context.Background()
+	p := e.product(st, 0)
+	other := e.locker(lock.Options{})
+	lease, err := other.Acquire(ctx, seckill.LockName(p.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(context.Background())
+	if _, err := svc.Purchase(ctx, p.ID, "alice"); !errors.Is(err, seckill.ErrSoldOut) {
+		t.Fatalf("got %v, want ErrSoldOut", err)
+	}
+	// And with stock, the held lock makes it busy.
+	if _, err := svc.Restock(ctx, p.ID, 1); !errors.Is(err, seckill.ErrBusy) {
+		t.Fatalf("restock under a held lock: got %v, want ErrBusy", err)
+	}
+}
+
+// staleHolder runs the race the fence exists for, deterministically: buyer
+// A takes the lock and, in the critical section, stalls until buyer B (on
+// another replica) has finished a whole purchase. A's lease (no renewal,
+// short TTL) runs out meanwhile, which is what lets B in. It returns A's
+// error and the product afterwards.
+func staleHolder(t *testing.T, unfenced bool) (error, *seckill.Product, *counts) {
+	e := newEnv(t)
+	stA, stB := e.store(), e.store()
+	p := e.product(stA, 2)
+	aInside, bDone := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	stall := func(ctx context.Context) {
+		once.Do(func() { // only A's first pass stalls
+			close(aInside)
+			select {
+			case <-bDone:
+			case <-time.After(10 * time.Second): // B never got in: the test fails below
+			}
+		})
+	}
+	rec := newCounts()
+	opts := lock.Options{TTL: 200 * time.Millisecond, DisableRenewal: true, WaitTimeout: 5 * time.Second}
+	svcA := seckill.NewService(e.locker(opts), stA, seckill.Options{Unfenced: unfenced, Chaos: stall, Recorder: rec})
+	svcB := seckill.NewService(e.locker(opts), stB, seckill.Options{Unfenced: unfenced})
+
+	ctx := context.Background()
+	errA := make(chan error, 1)
+	go func() {
+		_, err := svcA.Purchase(ctx, p.ID, "a")
+		errA <- err
+	}()
+	// B starts once A has read the stock and stalled; it waits for the
+	// lock, which Redis hands over when A's lease runs out.
+	select {
+	case <-aInside:
+	case err := <-errA:
+		t.Fatalf("A ended before stalling: %v", err)
+	}
+	_, errB := svcB.Purchase(ctx, p.ID, "b")
+	close(bDone)
+	if errB != nil {
+		t.Fatalf("B: %v", errB)
+	}
+	err := <-errA
+	got, perr := stA.Product(ctx, p.ID)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	return err, got, rec
+}
+
+func TestStaleHolderFenced(t *testing.T) {
+	errA, p, rec := staleHolder(t, false)
+	if !errors.Is(errA, seckill.ErrFenceRejected) || !errors.Is(errA, seckill.ErrBusy) {
+		t.Fatalf("A: got %v, want ErrFenceRejected (matching ErrBusy)", errA)
+	}
+	if p.Sold != 1 || p.Stock != 1 {
+		t.Errorf("got sold %d stock %d, want 1 and 1: B's purchase only", p.Sold, p.Stock)
+	}
+	if rec.outcome(seckill.OutcomeFenceRejected) != 1 || rec.fence(seckill.FenceWrite) != 1 {
+		t.Errorf("recorded %v and %v, want one fence_rejected outcome at the write stage", rec.outcomes, rec.fences)
+	}
+}
+
+func TestStaleHolderUnfenced(t *testing.T) {
+	errA, p, _ := staleHolder(t, true)
+	if errA != nil {
+		t.Fatalf("A: got %v, want nil (nothing stops the stale write)", errA)
+	}
+	// Both read stock 2 and both wrote back 1: two sold, one item gone.
+	if p.Sold != 2 || p.Stock != 1 {
+		t.Errorf("got sold %d stock %d, want 2 and 1 (the lost update)", p.Sold, p.Stock)
+	}
+}

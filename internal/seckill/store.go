@@ -1,0 +1,44 @@
+package seckill
+
+import "context"
+
+// Store keeps products and orders. Package store implements it over
+// SQLite; every statement lives there. Lookups of a missing product return
+// an error matching ErrNotFound; an order that would be a user's second for
+// a product returns one matching ErrAlreadyPurchased (a unique index, so
+// the database refuses it even if a check was skipped).
+type Store interface {
+	// CreateProduct inserts p and sets p.ID.
+	CreateProduct(ctx context.Context, p *Product) error
+	// Product returns one product with its Sold count and Fence.
+	Product(ctx context.Context, id int64) (*Product, error)
+	// Products returns every product, by id.
+	Products(ctx context.Context) ([]*Product, error)
+	// HasOrder reports whether userID already has an order for the product.
+	HasOrder(ctx context.Context, productID int64, userID string) (bool, error)
+	// Orders returns a page of a product's orders, oldest first, and how
+	// many it has in all.
+	Orders(ctx context.Context, productID int64, q OrderQuery) ([]*Order, int64, error)
+
+	// ClaimFence stores token as the product's fence if it is larger than
+	// the fence stored, and returns ErrFenceRejected otherwise (step 4).
+	ClaimFence(ctx context.Context, productID, token int64) error
+	// PlaceOrder, in one transaction, sets the product's stock to newStock
+	// and inserts o, both only while the product's fence equals o.Fence;
+	// otherwise it writes nothing and returns ErrFenceRejected (step 6).
+	// It sets o.ID.
+	PlaceOrder(ctx context.Context, o *Order, newStock int64) error
+	// SetStockFenced sets the product's stock while its fence equals token,
+	// and returns ErrFenceRejected otherwise (a restock under the lock).
+	SetStockFenced(ctx context.Context, productID, stock, token int64) error
+
+	// InsertOrder inserts o with no condition and sets o.ID (seed 002's
+	// unfenced sequence).
+	InsertOrder(ctx context.Context, o *Order) error
+	// SetStock sets the product's stock with no condition (seed 002's
+	// write-back).
+	SetStock(ctx context.Context, productID, stock int64) error
+
+	// Ping reports whether the database answers, for readiness.
+	Ping(ctx context.Context) error
+}

@@ -1,0 +1,66 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill-ref/seckill/internal/seckill"
+)
+
+// The fenced statements. A product's fence column holds the largest token
+// that has claimed it; a write counts only while the fence still holds the
+// writer's token. Their outcome is read from RowsAffected: no row changed
+// means the fence had moved on (products are never deleted, and the service
+// looks a product up before locking it, so a missing row is not the cause).
+const (
+	claimFence     = "UPDATE products SET fence = ? WHERE id = ? AND fence < ?"
+	setStockFenced = "UPDATE products SET stock = ? WHERE id = ? AND fence = ?"
+)
+
+// ClaimFence stores token as the product's fence if it is larger than the
+// stored one; otherwise it returns an error matching
+// seckill.ErrFenceRejected.
+func (s *Store) ClaimFence(ctx context.Context, productID, token int64) error {
+	res := s.db.WithContext(ctx).Exec(claimFence, token, productID, token)
+	if res.Error != nil {
+		return fmt.Errorf("store: claim fence %d of product %d: %w", token, productID, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("store: claim fence %d of product %d: %w", token, productID, seckill.ErrFenceRejected)
+	}
+	return nil
+}
+
+// PlaceOrder, in one transaction, sets the product's stock to newStock and
+// inserts o, both only while the product's fence equals o.Fence. The stock
+// write goes first: once it has matched, this transaction holds SQLite's
+// write lock until commit, so the fence cannot move between it and the
+// insert. The stock is guarded by the fence alone, not by "stock > 0": the
+// fence is what must prevent an oversell (see package seckill).
+func (s *Store) PlaceOrder(ctx context.Context, o *seckill.Order, newStock int64) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := setStockIfFenced(tx, o.ProductID, newStock, o.Fence); err != nil {
+			return err
+		}
+		return insertOrder(tx, o)
+	})
+}
+
+// SetStockFenced sets the product's stock while its fence equals token;
+// otherwise it returns an error matching seckill.ErrFenceRejected.
+func (s *Store) SetStockFenced(ctx context.Context, productID, stock, token int64) error {
+	return setStockIfFenced(s.db.WithContext(ctx), productID, stock, token)
+}
+
+func setStockIfFenced(db *gorm.DB, productID, stock, token int64) error {
+	res := db.Exec(setStockFenced, stock, productID, token)
+	if res.Error != nil {
+		return fmt.Errorf("store: set stock of product %d under fence %d: %w", productID, token, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("store: set stock of product %d under fence %d: %w", productID, token, seckill.ErrFenceRejected)
+	}
+	return nil
+}
