@@ -1,0 +1,89 @@
+// Package handlers is the HTTP API (v1) over the flash-sale service, built
+// on Gin. Handlers parse the request, call the service with the request's
+// context, map the result to a status code, and write JSON; the rules live
+// in internal/seckill. Every route is in routes.go, every error-to-status
+// mapping in errors.go.
+package handlers
+
+import (
+	"context"
+	"io"
+	"log/slog"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill-ref/seckill/internal/seckill"
+)
+
+// Service is what the handlers need from the domain; *seckill.Service
+// implements it.
+type Service interface {
+	CreateProduct(ctx context.Context, name string, stock int64) (*seckill.Product, error)
+	Product(ctx context.Context, id int64) (*seckill.Product, error)
+	Products(ctx context.Context) ([]*seckill.Product, error)
+	Restock(ctx context.Context, id, stock int64) (*seckill.Product, error)
+	Purchase(ctx context.Context, productID int64, userID string) (*seckill.Order, error)
+	Orders(ctx context.Context, productID int64, q seckill.OrderQuery) (*seckill.OrderList, error)
+	Ready(ctx context.Context) error
+}
+
+var _ Service = (*seckill.Service)(nil)
+
+// MetricsWriter writes the process's metrics for GET /metrics.
+type MetricsWriter interface {
+	WritePrometheus(w io.Writer) error
+}
+
+// Options configure the API.
+type Options struct {
+	// AdminToken is the bearer token of the admin routes. Required: an
+	// empty token would let anyone in.
+	AdminToken string
+
+	// Logger gets the request log and unexpected errors. Default: discarded.
+	Logger *slog.Logger
+
+	// Metrics serves GET /metrics. Default: an empty page.
+	Metrics MetricsWriter
+}
+
+// MaxBodyBytes is the largest request body accepted (413 above it). The
+// largest valid body is a 200-character name; 64 KiB is generous and still
+// bounds what a client can make the server read.
+const MaxBodyBytes = 64 << 10
+
+// RetryAfterSeconds is the Retry-After sent with 503 busy: long enough for
+// a queue of buyers to drain a little, short enough for a flash sale.
+const RetryAfterSeconds = "1"
+
+// api holds what the handlers share.
+type api struct {
+	svc     Service
+	log     *slog.Logger
+	token   string
+	metrics MetricsWriter
+}
+
+// New returns the API's Gin engine. It panics if opts.AdminToken is empty,
+// a wiring mistake that must not reach production silently.
+func New(svc Service, opts Options) *gin.Engine {
+	if opts.AdminToken == "" {
+		panic("handlers: empty AdminToken")
+	}
+	a := &api{svc: svc, log: opts.Logger, token: opts.AdminToken, metrics: opts.Metrics}
+	if a.log == nil {
+		a.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	// Release mode: no debug banner or route dump on stdout; our own
+	// middleware logs requests through slog instead.
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	// Unknown paths and methods are answered by our JSON handlers, not by
+	// redirects or Gin's text/plain bodies.
+	e.RedirectTrailingSlash = false
+	e.RedirectFixedPath = false
+	e.HandleMethodNotAllowed = true
+	e.Use(a.recoverer(), a.requestLog(), limitBody(MaxBodyBytes))
+	a.routes(e)
+	return e
+}

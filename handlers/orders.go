@@ -1,0 +1,65 @@
+package handlers
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill-ref/seckill/internal/seckill"
+)
+
+// purchase: POST /api/v1/products/:id/purchase.
+func (a *api) purchase(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	var req purchaseRequest
+	if err := bindJSON(c, &req); err != nil {
+		a.bodyError(c, err)
+		return
+	}
+	if req.UserID == nil {
+		a.fail(c, required("user_id"))
+		return
+	}
+	o, err := a.svc.Purchase(c.Request.Context(), id, *req.UserID)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, gin.H{"order": toOrderJSON(o)})
+}
+
+// listOrders: GET /api/v1/products/:id/orders?limit=&offset=.
+func (a *api) listOrders(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	var q seckill.OrderQuery
+	q.Limit, err = queryInt(c, "limit", seckill.DefaultOrderLimit,
+		"must be an integer from 1 to "+strconv.Itoa(seckill.MaxOrderLimit))
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	q.Offset, err = queryInt(c, "offset", 0, "must be a non-negative integer")
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	list, err := a.svc.Orders(c.Request.Context(), id, q)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	orders := make([]orderJSON, len(list.Orders))
+	for i, o := range list.Orders {
+		orders[i] = toOrderJSON(o)
+	}
+	c.JSON(http.StatusOK, orderListJSON{ProductID: list.ProductID, Count: list.Count, Orders: orders})
+}

@@ -1,0 +1,23 @@
+package handlers
+
+import "github.com/gin-gonic/gin"
+
+// routes is the whole API, in one table.
+func (a *api) routes(e *gin.Engine) {
+	e.GET("/healthz", a.healthz)
+	e.GET("/readyz", a.readyz)
+	e.GET("/metrics", a.metricsPage)
+
+	v1 := e.Group("/api/v1")
+	v1.GET("/products", a.listProducts)
+	v1.GET("/products/:id", a.getProduct)
+	v1.POST("/products/:id/purchase", a.purchase)
+	v1.GET("/products/:id/orders", a.listOrders)
+
+	admin := v1.Group("", a.requireAdmin)
+	admin.POST("/products", a.createProduct)
+	admin.PUT("/products/:id/stock", a.restock)
+
+	e.NoRoute(a.notFound)
+	e.NoMethod(a.methodNotAllowed)
+}
