@@ -1,0 +1,217 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// LockMode selects what guards a product's stock during a purchase.
+type LockMode string
+
+// The lock modes.
+const (
+	// LockRedis is the distributed lock of package lock, with fencing: the
+	// only mode that is correct with several replicas.
+	LockRedis LockMode = "redis"
+	// LockNone takes no lock and no fence: seed 002's sequence bare. It
+	// oversells under concurrency; it is the control group.
+	LockNone LockMode = "none"
+	// LockLocal takes an in-process mutex per product, without a fence:
+	// correct with one replica, oversells with two, which is why the lock
+	// has to be distributed.
+	LockLocal LockMode = "local"
+)
+
+// Config is everything serve needs. Every field has a flag and an
+// environment variable (flags win); DefaultConfig gives the defaults.
+// Programs that build servers themselves (the demo) fill one in directly.
+type Config struct {
+	Addr       string   // ADDR, -addr: listen address
+	RedisAddr  string   // REDIS_ADDR, -redis-addr: the Redis server of the lock
+	Database   string   // DATABASE, -database: SQLite file, shared by replicas on one host
+	AdminToken string   // ADMIN_TOKEN, -admin-token: bearer token of the admin routes
+	Lock       LockMode // LOCK, -lock: redis, none or local
+
+	LockTTL   time.Duration // LOCK_TTL, -lock-ttl: the lease
+	LockWait  time.Duration // LOCK_WAIT, -lock-wait: longest wait for the lock before 503 busy
+	LockRenew bool          // LOCK_RENEW, -lock-renew: renew leases in the background
+
+	// UnsafeNoFence (UNSAFE_NO_FENCE, -unsafe-no-fence) turns the fence off
+	// in redis mode: no claim, no conditional write, seed 002's sequence
+	// under the Redis lock. A holder whose lease ran out then writes over
+	// its successor, and the sale oversells. For demonstrations and fault
+	// tests only; never in production. (none and local never fence.)
+	UnsafeNoFence bool
+
+	// ChaosPause (CHAOS_PAUSE, -chaos-pause) makes a lock holder sleep this
+	// long inside the critical section, after its checks and before its
+	// writes, with probability ChaosProb (CHAOS_PROB, -chaos-prob, 0..1).
+	// It turns lost leases and lost updates from rare into certain.
+	ChaosPause time.Duration
+	ChaosProb  float64
+
+	// Chaos, when set, is called instead of the pause above: tests use it
+	// to make a holder wait for an event rather than for a time. It has no
+	// flag.
+	Chaos func(ctx context.Context)
+
+	LogLevel        slog.Level    // LOG_LEVEL, -log-level: debug, info, warn or error
+	ShutdownTimeout time.Duration // SHUTDOWN_TIMEOUT, -shutdown-timeout: wait for in-flight requests
+}
+
+// DefaultConfig returns the defaults of every setting.
+func DefaultConfig() Config {
+	return Config{
+		Addr:            ":8080",
+		RedisAddr:       "localhost:6379",
+		Database:        "seckill.db",
+		Lock:            LockRedis,
+		LockTTL:         10 * time.Second,
+		LockWait:        2 * time.Second,
+		LockRenew:       true,
+		ChaosProb:       1,
+		LogLevel:        slog.LevelInfo,
+		ShutdownTimeout: 15 * time.Second,
+	}
+}
+
+// Validate checks the settings that can be wrong.
+func (c Config) Validate() error {
+	var errs []error
+	switch c.Lock {
+	case LockRedis, LockNone, LockLocal:
+	default:
+		errs = append(errs, fmt.Errorf("lock mode %q: want redis, none or local", c.Lock))
+	}
+	if c.LockTTL < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("lock TTL %v: must be at least 10ms", c.LockTTL))
+	}
+	if c.LockWait <= 0 {
+		errs = append(errs, fmt.Errorf("lock wait %v: must be positive", c.LockWait))
+	}
+	if c.ChaosPause < 0 {
+		errs = append(errs, fmt.Errorf("chaos pause %v: must not be negative", c.ChaosPause))
+	}
+	if c.ChaosProb < 0 || c.ChaosProb > 1 {
+		errs = append(errs, fmt.Errorf("chaos probability %v: must be from 0 to 1", c.ChaosProb))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("shutdown timeout %v: must be positive", c.ShutdownTimeout))
+	}
+	if c.Database == "" {
+		errs = append(errs, errors.New("database: must not be empty"))
+	}
+	return errors.Join(errs...)
+}
+
+// ParseConfig reads the configuration from the environment (through getenv)
+// and then from args, so that a flag overrides its variable. Usage and flag
+// errors go to output. It returns flag.ErrHelp for -h.
+func ParseConfig(name string, args []string, getenv func(string) string, output io.Writer) (Config, error) {
+	cfg := DefaultConfig()
+	env := envReader{getenv: getenv}
+	env.str(&cfg.Addr, "ADDR")
+	env.str(&cfg.RedisAddr, "REDIS_ADDR")
+	env.str(&cfg.Database, "DATABASE")
+	env.str(&cfg.AdminToken, "ADMIN_TOKEN")
+	lock := string(cfg.Lock)
+	env.str(&lock, "LOCK")
+	env.duration(&cfg.LockTTL, "LOCK_TTL")
+	env.duration(&cfg.LockWait, "LOCK_WAIT")
+	env.boolean(&cfg.LockRenew, "LOCK_RENEW")
+	env.boolean(&cfg.UnsafeNoFence, "UNSAFE_NO_FENCE")
+	env.duration(&cfg.ChaosPause, "CHAOS_PAUSE")
+	env.float(&cfg.ChaosProb, "CHAOS_PROB")
+	level := cfg.LogLevel.String()
+	env.str(&level, "LOG_LEVEL")
+	env.duration(&cfg.ShutdownTimeout, "SHUTDOWN_TIMEOUT")
+	if err := errors.Join(env.errs...); err != nil {
+		return cfg, err
+	}
+
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen `address` (env ADDR)")
+	fs.StringVar(&cfg.RedisAddr, "redis-addr", cfg.RedisAddr, "Redis `host:port` of the lock (env REDIS_ADDR)")
+	fs.StringVar(&cfg.Database, "database", cfg.Database, "SQLite database `file` (env DATABASE)")
+	fs.StringVar(&cfg.AdminToken, "admin-token", cfg.AdminToken, "bearer `token` of the admin routes; random and printed once when empty (env ADMIN_TOKEN)")
+	fs.StringVar(&lock, "lock", lock, "lock `mode`: redis, none (no lock: oversells) or local (in-process mutex: oversells with 2 replicas) (env LOCK)")
+	fs.DurationVar(&cfg.LockTTL, "lock-ttl", cfg.LockTTL, "lock lease (env LOCK_TTL)")
+	fs.DurationVar(&cfg.LockWait, "lock-wait", cfg.LockWait, "longest wait for a lock before 503 busy (env LOCK_WAIT)")
+	fs.BoolVar(&cfg.LockRenew, "lock-renew", cfg.LockRenew, "renew leases in the background (env LOCK_RENEW)")
+	fs.BoolVar(&cfg.UnsafeNoFence, "unsafe-no-fence", cfg.UnsafeNoFence, "UNSAFE, for demonstrations: turn fencing off in redis mode, so a holder whose lease ran out can oversell (env UNSAFE_NO_FENCE)")
+	fs.DurationVar(&cfg.ChaosPause, "chaos-pause", cfg.ChaosPause, "fault injection: lock holders sleep this long between their checks and their writes (env CHAOS_PAUSE)")
+	fs.Float64Var(&cfg.ChaosProb, "chaos-prob", cfg.ChaosProb, "fault injection: `probability` (0..1) of the chaos pause (env CHAOS_PROB)")
+	fs.StringVar(&level, "log-level", level, "log `level`: debug, info, warn or error (env LOG_LEVEL)")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long shutdown waits for in-flight requests (env SHUTDOWN_TIMEOUT)")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	cfg.Lock = LockMode(strings.ToLower(lock))
+	if err := cfg.LogLevel.UnmarshalText([]byte(level)); err != nil {
+		return cfg, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	return cfg, cfg.Validate()
+}
+
+// envReader parses environment variables into config fields, keeping the
+// default when a variable is unset or empty, and collecting every error so
+// that one run reports them all.
+type envReader struct {
+	getenv func(string) string
+	errs   []error
+}
+
+func (r *envReader) str(dst *string, name string) {
+	if v := r.getenv(name); v != "" {
+		*dst = v
+	}
+}
+
+func (r *envReader) duration(dst *time.Duration, name string) {
+	r.parse(name, func(v string) error {
+		d, err := time.ParseDuration(v)
+		*dst = d
+		return err
+	})
+}
+
+func (r *envReader) boolean(dst *bool, name string) {
+	r.parse(name, func(v string) error {
+		b, err := strconv.ParseBool(v)
+		*dst = b
+		return err
+	})
+}
+
+func (r *envReader) float(dst *float64, name string) {
+	r.parse(name, func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		*dst = f
+		return err
+	})
+}
+
+func (r *envReader) parse(name string, set func(string) error) {
+	v := r.getenv(name)
+	if v == "" {
+		return
+	}
+	if err := set(v); err != nil {
+		var num *strconv.NumError
+		if errors.As(err, &num) {
+			err = num.Err // "invalid syntax" rather than the whole call
+		}
+		r.errs = append(r.errs, fmt.Errorf("environment variable %s=%q: %w", name, v, err))
+	}
+}

@@ -1,0 +1,78 @@
+package app_test
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-ref/seckill/internal/app"
+)
+
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestParseConfigDefaults(t *testing.T) {
+	cfg, err := app.ParseConfig("serve", nil, envOf(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := app.DefaultConfig()
+	if cfg.Addr != ":8080" || cfg.RedisAddr != "localhost:6379" || cfg.Database != "seckill.db" ||
+		cfg.Lock != app.LockRedis || cfg.LockTTL != 10*time.Second || cfg.LockWait != 2*time.Second ||
+		!cfg.LockRenew || cfg.UnsafeNoFence || cfg.ChaosPause != 0 || cfg.ChaosProb != 1 ||
+		cfg.LogLevel != slog.LevelInfo || cfg.AdminToken != "" || cfg.ShutdownTimeout != want.ShutdownTimeout {
+		t.Errorf("got %+v, want the documented defaults", cfg)
+	}
+}
+
+func TestParseConfigEnvAndFlags(t *testing.T) {
+	env := envOf(map[string]string{
+		"ADDR": ":9000", "REDIS_ADDR": "r:1", "DATABASE": "env.db", "ADMIN_TOKEN": "envtok",
+		"LOCK": "local", "LOCK_TTL": "3s", "LOCK_WAIT": "1s", "LOCK_RENEW": "false",
+		"UNSAFE_NO_FENCE": "true", "CHAOS_PAUSE": "50ms", "CHAOS_PROB": "0.25", "LOG_LEVEL": "debug",
+	})
+	cfg, err := app.ParseConfig("serve", []string{"-addr", ":9001", "-lock", "none", "-lock-ttl", "4s", "-lock-renew=true"}, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Addr != ":9001" || cfg.Lock != app.LockNone || cfg.LockTTL != 4*time.Second || !cfg.LockRenew {
+		t.Errorf("flags did not override the environment: %+v", cfg)
+	}
+	if cfg.RedisAddr != "r:1" || cfg.Database != "env.db" || cfg.AdminToken != "envtok" || cfg.LockWait != time.Second ||
+		!cfg.UnsafeNoFence || cfg.ChaosPause != 50*time.Millisecond || cfg.ChaosProb != 0.25 || cfg.LogLevel != slog.LevelDebug {
+		t.Errorf("environment not applied: %+v", cfg)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		args []string
+		want string // in the error
+	}{
+		{map[string]string{"LOCK_TTL": "soon"}, nil, "LOCK_TTL"},
+		{map[string]string{"LOCK_RENEW": "maybe"}, nil, "LOCK_RENEW"},
+		{map[string]string{"CHAOS_PROB": "x"}, nil, "CHAOS_PROB"},
+		{map[string]string{"LOCK": "zookeeper"}, nil, "zookeeper"},
+		{nil, []string{"-lock", "etcd"}, "etcd"},
+		{nil, []string{"-chaos-prob", "1.5"}, "probability"},
+		{nil, []string{"-lock-ttl", "1ms"}, "TTL"},
+		{nil, []string{"-lock-wait", "0s"}, "wait"},
+		{nil, []string{"-log-level", "loud"}, "log level"},
+		{nil, []string{"-nope"}, "nope"},
+		{nil, []string{"extra"}, "extra"},
+	} {
+		_, err := app.ParseConfig("serve", tt.args, envOf(tt.env), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("env %v args %v: got %v, want an error mentioning %q", tt.env, tt.args, err, tt.want)
+		}
+	}
+	if _, err := app.ParseConfig("serve", []string{"-h"}, envOf(nil), io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: got %v, want flag.ErrHelp", err)
+	}
+}

@@ -1,0 +1,177 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-ref/seckill/internal/app"
+	"github.com/seckill-ref/seckill/internal/redistest"
+)
+
+const adminToken = "test-admin-token"
+
+// cluster is one redis-server and one SQLite file; each replica built on it
+// has its own Gin engine, Redis client, Locker and database handle, as a
+// separate process would.
+type cluster struct {
+	t     *testing.T
+	redis *redistest.Server
+	db    string
+}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	return &cluster{t: t, redis: redistest.Start(t), db: filepath.Join(t.TempDir(), "seckill.db")}
+}
+
+// config is the replicas' configuration before edit changes it.
+func (c *cluster) config(edit func(*app.Config)) app.Config {
+	cfg := app.DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.RedisAddr = c.redis.Addr()
+	cfg.Database = c.db
+	cfg.AdminToken = adminToken
+	if edit != nil {
+		edit(&cfg)
+	}
+	return cfg
+}
+
+func (c *cluster) replica(edit func(*app.Config)) *app.Server {
+	c.t.Helper()
+	srv, err := app.NewServer(context.Background(), c.config(edit), nil)
+	if err != nil {
+		c.t.Fatalf("NewServer: %v", err)
+	}
+	c.t.Cleanup(func() { _ = srv.Close() })
+	return srv
+}
+
+// call sends one request to h and returns the status and body. It does not
+// touch testing.T, so goroutines may use it.
+func call(h http.Handler, method, path, body string) (int, string) {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w.Code, w.Body.String()
+}
+
+// buy is one purchase.
+func buy(h http.Handler, id int64, user string) (int, string) {
+	return call(h, "POST", "/api/v1/products/"+strconv.FormatInt(id, 10)+"/purchase", `{"user_id":"`+user+`"}`)
+}
+
+type product struct {
+	ID    int64 `json:"id"`
+	Stock int64 `json:"stock"`
+	Sold  int64 `json:"sold"`
+}
+
+type order struct {
+	ID     int64  `json:"id"`
+	UserID string `json:"user_id"`
+	Fence  int64  `json:"fence"`
+}
+
+func createProduct(t *testing.T, h http.Handler, stock int) int64 {
+	t.Helper()
+	status, body := call(h, "POST", "/api/v1/products", `{"name":"phone","stock":`+strconv.Itoa(stock)+`}`)
+	if status != http.StatusCreated {
+		t.Fatalf("create product: got %d %s", status, body)
+	}
+	var p product
+	if err := json.Unmarshal([]byte(body), &p); err != nil {
+		t.Fatal(err)
+	}
+	return p.ID
+}
+
+func getProduct(t *testing.T, h http.Handler, id int64) product {
+	t.Helper()
+	status, body := call(h, "GET", "/api/v1/products/"+strconv.FormatInt(id, 10), "")
+	var p product
+	if err := json.Unmarshal([]byte(body), &p); status != http.StatusOK || err != nil {
+		t.Fatalf("get product: got %d %s", status, body)
+	}
+	return p
+}
+
+// allOrders pages through a product's orders.
+func allOrders(t *testing.T, h http.Handler, id int64) []order {
+	t.Helper()
+	var out []order
+	for {
+		path := "/api/v1/products/" + strconv.FormatInt(id, 10) + "/orders?limit=1000&offset=" + strconv.Itoa(len(out))
+		status, body := call(h, "GET", path, "")
+		var page struct {
+			Count  int     `json:"count"`
+			Orders []order `json:"orders"`
+		}
+		if err := json.Unmarshal([]byte(body), &page); status != http.StatusOK || err != nil {
+			t.Fatalf("orders: got %d %s", status, body)
+		}
+		out = append(out, page.Orders...)
+		if len(page.Orders) == 0 || len(out) >= page.Count {
+			return out
+		}
+	}
+}
+
+// rush sends one purchase per user at once, user i to replicas[i%len], and
+// counts the statuses.
+func rush(id int64, users int, replicas ...*app.Server) map[int]int {
+	var (
+		mu       sync.Mutex
+		statuses = map[int]int{}
+		wg       sync.WaitGroup
+		start    = make(chan struct{})
+	)
+	for i := range users {
+		wg.Go(func() {
+			<-start
+			status, _ := buy(replicas[i%len(replicas)].Handler(), id, "user-"+strconv.Itoa(i))
+			mu.Lock()
+			statuses[status]++
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	return statuses
+}
+
+// meet returns a chaos hook that holds each lock holder inside the
+// critical section until n holders are inside at once, or until wait
+// passes. With a lock that works, n never meet and each waits out the
+// timeout; with one that does not, they meet, and all of them have read the
+// same stock before any writes it: the lost update is certain, not likely.
+func meet(n int, wait time.Duration) func(ctx context.Context) {
+	var (
+		mu      sync.Mutex
+		arrived int
+		all     = make(chan struct{})
+	)
+	return func(ctx context.Context) {
+		mu.Lock()
+		if arrived++; arrived == n {
+			close(all)
+		}
+		mu.Unlock()
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-all:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+}

@@ -1,0 +1,45 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/lock"
+)
+
+var (
+	_ seckill.Locker = redisLocker{}
+	_ seckill.Lease  = (*lock.Lock)(nil)
+)
+
+// redisLocker adapts a *lock.Locker to the domain's Locker: a *lock.Lock is
+// already a seckill.Lease; what needs translating is the error of a wait
+// that ended, which the domain calls busy.
+type redisLocker struct {
+	locker *lock.Locker
+	client redis.UniversalClient
+}
+
+// Acquire waits for the lock. lock.ErrNotAcquired (the wait timed out, or
+// the request's context ended) becomes seckill.ErrBusy; the lock package's
+// error stays in the chain for the log. Other errors (Redis unreachable,
+// the Locker closed) pass through and become 500s.
+func (r redisLocker) Acquire(ctx context.Context, name string) (seckill.Lease, error) {
+	lk, err := r.locker.Acquire(ctx, name)
+	if errors.Is(err, lock.ErrNotAcquired) {
+		return nil, fmt.Errorf("%w: %w", seckill.ErrBusy, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return lk, nil
+}
+
+// Ping asks Redis.
+func (r redisLocker) Ping(ctx context.Context) error {
+	return r.client.Ping(ctx).Err()
+}

@@ -1,0 +1,132 @@
+// Package app wires the service together: configuration from flags and the
+// environment, the store, the lock in its configured mode, the domain
+// service, the HTTP handlers, logging, and graceful shutdown. It is the
+// only package that knows every other one; main.go only calls Run.
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// command is one subcommand of the program.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
+}
+
+// commands lists the subcommands; the first is the default. Two more are
+// planned, each a line here:
+//
+//   - "loadtest": parse its flags and call loadtest.Run (package loadtest).
+//   - "demo": start redis-server through internal/redisproc and two
+//     replicas with NewServer on loopback listeners, sharing one SQLite
+//     file, then drive them.
+func commands() []command {
+	return []command{
+		{"serve", "run the HTTP API (the default)", serve},
+	}
+}
+
+// Run runs the program with its command-line arguments (without the
+// program name). The first argument names a subcommand; without one, or
+// when it starts with "-", it is serve. It reads the environment only
+// through getenv and writes only to stdout and stderr, so that a test can
+// run it like a process. It returns nil after a clean shutdown and after
+// -h.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cmds := commands()
+	cmd := cmds[0]
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name := args[0]
+		args = args[1:]
+		if name == "help" {
+			usage(stdout, cmds)
+			return nil
+		}
+		found := false
+		for _, c := range cmds {
+			if c.name == name {
+				cmd, found = c, true
+			}
+		}
+		if !found {
+			usage(stderr, cmds)
+			return fmt.Errorf("unknown command %q", name)
+		}
+	}
+	err := cmd.run(ctx, args, getenv, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
+func usage(w io.Writer, cmds []command) {
+	fmt.Fprintln(w, "usage: seckill [command] [flags]\n\ncommands:")
+	for _, c := range cmds {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun seckill <command> -h for a command's flags.")
+}
+
+// serve runs one replica until SIGINT or SIGTERM (or ctx ends), then shuts
+// down: stop accepting, finish in-flight requests (they release their
+// locks), close the Locker, Redis and the database.
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := ParseConfig("serve", args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	// go-redis logs (failed dials, mostly) through a process-wide logger;
+	// serve owns the process, so it routes them through slog too.
+	redis.SetLogger(redisLogger{logger})
+	if cfg.AdminToken == "" {
+		cfg.AdminToken = rand.Text()
+		fmt.Fprintf(stdout, "admin token: %s\n(random, shown once; set ADMIN_TOKEN or -admin-token to choose it)\n", cfg.AdminToken)
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	srv, err := NewServer(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	logger.Info("serving", "addr", ln.Addr().String(), "lock", cfg.Lock, "redis", cfg.RedisAddr,
+		"database", cfg.Database, "lock_ttl", cfg.LockTTL, "lock_wait", cfg.LockWait, "lock_renew", cfg.LockRenew)
+	if cfg.ChaosPause > 0 {
+		logger.Warn("chaos: lock holders pause inside the critical section", "pause", cfg.ChaosPause, "probability", cfg.ChaosProb)
+	}
+	serveErr := srv.Serve(ctx, ln)
+	closeErr := srv.Close()
+	logger.Info("stopped")
+	return errors.Join(serveErr, closeErr)
+}
+
+// redisLogger writes go-redis's log lines through slog, as warnings: they
+// report connection trouble.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, "redis: "+fmt.Sprintf(format, v...))
+}

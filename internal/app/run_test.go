@@ -1,0 +1,224 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-ref/seckill/internal/app"
+	"github.com/seckill-ref/seckill/internal/redisproc"
+	"github.com/seckill-ref/seckill/internal/redistest"
+	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/lock"
+)
+
+// syncBuffer is a bytes.Buffer that the server's goroutines may write while
+// the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitFor polls cond every 10ms until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	port, err := redisproc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
+func healthy(url string) bool {
+	c := http.Client{Timeout: time.Second}
+	res, err := c.Get(url + "/healthz")
+	if err != nil {
+		return false
+	}
+	res.Body.Close()
+	return res.StatusCode == http.StatusOK
+}
+
+// Run serves until its context ends, prints a random admin token once when
+// none is set, and returns nil after a clean shutdown.
+func TestRunServe(t *testing.T) {
+	r := redistest.Start(t)
+	addr := freeAddr(t)
+	env := envOf(map[string]string{
+		"ADDR": addr, "REDIS_ADDR": r.Addr(), "DATABASE": filepath.Join(t.TempDir(), "s.db"), "LOG_LEVEL": "warn",
+	})
+	var stdout, stderr syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, nil, env, &stdout, &stderr) }()
+	url := "http://" + addr
+	waitFor(t, "/healthz", func() bool { return healthy(url) })
+
+	m := regexp.MustCompile(`admin token: (\S+)`).FindStringSubmatch(stdout.String())
+	if m == nil {
+		t.Fatalf("no admin token printed; stdout: %q", stdout.String())
+	}
+	req, _ := http.NewRequest("POST", url+"/api/v1/products", strings.NewReader(`{"name":"x","stock":1}`))
+	req.Header.Set("Authorization", "Bearer "+m[1])
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		t.Errorf("create with the printed token: got %d, want 201", res.StatusCode)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: got %v, want nil after shutdown; stderr: %s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if healthy(url) {
+		t.Error("still answering after shutdown")
+	}
+}
+
+// Without Redis, serve says what it tried and how to get a Redis, and
+// creates no database file.
+func TestRunRedisUnreachable(t *testing.T) {
+	redisAddr := freeAddr(t) // nothing listens there
+	db := filepath.Join(t.TempDir(), "s.db")
+	env := envOf(map[string]string{"REDIS_ADDR": redisAddr, "DATABASE": db, "ADMIN_TOKEN": "x", "ADDR": freeAddr(t)})
+	err := app.Run(context.Background(), []string{"serve"}, env, &syncBuffer{}, &syncBuffer{})
+	if err == nil {
+		t.Fatal("got nil, want an error")
+	}
+	for _, want := range []string{redisAddr, "redis-server --port 6379", "go run . demo"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	if _, serr := os.Stat(db); !os.IsNotExist(serr) {
+		t.Errorf("database file created anyway (stat: %v)", serr)
+	}
+}
+
+func TestRunCommands(t *testing.T) {
+	var out syncBuffer
+	if err := app.Run(context.Background(), []string{"help"}, envOf(nil), &out, &out); err != nil || !strings.Contains(out.String(), "serve") {
+		t.Errorf("help: got %v and %q", err, out.String())
+	}
+	if err := app.Run(context.Background(), []string{"frobnicate"}, envOf(nil), &out, &out); err == nil {
+		t.Error("unknown command: got nil, want an error")
+	}
+	if err := app.Run(context.Background(), []string{"serve", "-h"}, envOf(nil), &out, &out); err != nil {
+		t.Errorf("serve -h: got %v, want nil", err)
+	}
+}
+
+// Shutdown lets an in-flight purchase finish and release its lock before
+// Serve returns.
+func TestGracefulShutdown(t *testing.T) {
+	c := newCluster(t)
+	inside, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	srv := c.replica(func(cfg *app.Config) {
+		cfg.Chaos = func(context.Context) {
+			once.Do(func() { close(inside); <-proceed })
+		}
+	})
+	id := createProduct(t, srv.Handler(), 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+
+	type result struct {
+		status int
+		err    error
+	}
+	bought := make(chan result, 1)
+	go func() {
+		res, err := http.Post(url+"/api/v1/products/"+strconv.FormatInt(id, 10)+"/purchase", "application/json",
+			strings.NewReader(`{"user_id":"late"}`))
+		if err != nil {
+			bought <- result{err: err}
+			return
+		}
+		res.Body.Close()
+		bought <- result{status: res.StatusCode}
+	}()
+	<-inside
+	cancel()
+	// Once the listener is closed, shutdown is under way, with our purchase
+	// still holding the lock.
+	waitFor(t, "the listener to close", func() bool {
+		conn, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		return err != nil
+	})
+	select {
+	case err := <-served:
+		t.Fatalf("Serve returned %v with a request in flight", err)
+	default:
+	}
+	close(proceed)
+	if r := <-bought; r.err != nil || r.status != http.StatusCreated {
+		t.Errorf("in-flight purchase: got %d, %v; want 201", r.status, r.err)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("Serve: got %v, want nil", err)
+	}
+	// The lock was released: another process takes it at once.
+	l, err := lock.New(c.redis.Client(), lock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lk, err := l.TryAcquire(context.Background(), seckill.LockName(id))
+	if err != nil {
+		t.Fatalf("lock still held after shutdown: %v", err)
+	}
+	_ = lk.Release(context.Background())
+}

@@ -1,0 +1,216 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-ref/seckill/handlers"
+	"github.com/seckill-ref/seckill/internal/metrics"
+	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/lock"
+	"github.com/seckill-ref/seckill/store"
+)
+
+// redisDialTimeout bounds the start-up check that Redis answers.
+const redisDialTimeout = 3 * time.Second
+
+// Server is one replica of the service: its database handle, its Redis
+// client and Locker, its metrics and its HTTP server. Several can run in
+// one process (the demo runs two on loopback ports, sharing one Redis and
+// one SQLite file), since nothing is global.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	store   *store.Store
+	redis   redis.UniversalClient // nil unless Lock is redis
+	locker  *lock.Locker          // nil unless Lock is redis
+	metrics *metrics.Metrics
+	handler http.Handler
+	http    *http.Server
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewServer opens the database, connects to Redis (in redis mode), and
+// builds the service and its HTTP handler. It fails with a message a person
+// can act on when Redis does not answer or the database cannot be opened.
+// cfg.AdminToken must be set. Call Close when done, after Serve returns.
+func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.AdminToken == "" {
+		return nil, errors.New("app: the admin token is empty")
+	}
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &Server{cfg: cfg, log: logger, metrics: metrics.New()}
+	// Redis first: when it is missing, fail before creating a database file.
+	locker, err := s.newLocker(ctx)
+	if err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	st, err := store.Open(cfg.Database)
+	if err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	s.store = st
+	unfenced := cfg.Lock != LockRedis || cfg.UnsafeNoFence
+	if cfg.Lock == LockRedis && cfg.UnsafeNoFence {
+		logger.Warn("UNSAFE: fencing is off; a holder whose lease runs out can oversell")
+	}
+	svc := seckill.NewService(locker, st, seckill.Options{
+		Unfenced: unfenced,
+		Chaos:    chaosHook(cfg),
+		Recorder: s.metrics,
+		Logger:   logger,
+	})
+	s.handler = handlers.New(svc, handlers.Options{
+		AdminToken: cfg.AdminToken,
+		Logger:     logger,
+		Metrics:    s.metrics,
+	})
+	s.http = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// newLocker builds the Locker of the configured mode. A Redlock over
+// several Redis servers (REDIS_ADDRS) will be one more case here: the
+// lock package will return the same *lock.Locker, so redisLocker adapts it
+// unchanged.
+func (s *Server) newLocker(ctx context.Context) (seckill.Locker, error) {
+	switch s.cfg.Lock {
+	case LockNone:
+		return noLocker{}, nil
+	case LockLocal:
+		return newLocalLocker(s.cfg.LockWait, s.metrics), nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, redisDialTimeout)
+	defer cancel()
+	// A plain dial first: go-redis would retry and log every attempt before
+	// giving up, burying the one message that says what to do.
+	var d net.Dialer
+	conn, err := d.DialContext(pctx, "tcp", s.cfg.RedisAddr)
+	if err != nil {
+		return nil, redisUnreachable(s.cfg.RedisAddr, err)
+	}
+	_ = conn.Close()
+	client := redis.NewClient(&redis.Options{Addr: s.cfg.RedisAddr})
+	s.redis = client
+	if err := client.Ping(pctx).Err(); err != nil {
+		return nil, redisUnreachable(s.cfg.RedisAddr, err)
+	}
+	l, err := lock.New(client, lock.Options{
+		TTL:            s.cfg.LockTTL,
+		WaitTimeout:    s.cfg.LockWait,
+		DisableRenewal: !s.cfg.LockRenew,
+		Observer:       s.metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.locker = l
+	return redisLocker{locker: l, client: client}, nil
+}
+
+// redisUnreachable says what was tried and what to do about it.
+func redisUnreachable(addr string, err error) error {
+	return fmt.Errorf("cannot reach Redis at %s (%v).\n"+
+		"The redis lock mode needs a Redis server. Start one with\n"+
+		"    redis-server --port 6379\n"+
+		"or point -redis-addr (REDIS_ADDR) at yours, or run\n"+
+		"    go run . demo\n"+
+		"which needs nothing installed", addr, err)
+}
+
+// chaosHook turns the chaos settings into the Service's hook.
+func chaosHook(cfg Config) func(ctx context.Context) {
+	if cfg.Chaos != nil {
+		return cfg.Chaos
+	}
+	pause, prob := cfg.ChaosPause, cfg.ChaosProb
+	if pause <= 0 || prob <= 0 {
+		return nil
+	}
+	return func(ctx context.Context) {
+		if prob < 1 && rand.Float64() >= prob {
+			return
+		}
+		// A real stall would not end early; this one ends when the request
+		// does, since a write with an ended context fails anyway.
+		t := time.NewTimer(pause)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// Handler is the server's HTTP handler, for tests that call it directly.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Metrics is the server's counters.
+func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
+
+// Serve answers requests on ln until ctx ends, then shuts down gracefully:
+// it stops accepting, and waits up to the shutdown timeout for in-flight
+// requests, which release their locks as they finish. It returns nil after
+// a clean shutdown. Serve may be called once.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.http.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err := s.http.Shutdown(sctx)
+	if err != nil {
+		err = fmt.Errorf("shutdown: in-flight requests did not finish within %v: %w", s.cfg.ShutdownTimeout, err)
+		_ = s.http.Close()
+	}
+	<-errc // http.ErrServerClosed
+	return err
+}
+
+// Close stops the Locker (held leases stop renewing and run out within
+// their TTL), closes the Redis client, then the database. Call it after
+// Serve has returned, so that no request is still using them. It is safe
+// to call more than once.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		if s.locker != nil {
+			errs = append(errs, s.locker.Close())
+		}
+		if s.redis != nil {
+			errs = append(errs, s.redis.Close())
+		}
+		if s.store != nil {
+			errs = append(errs, s.store.Close())
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
