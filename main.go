@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -12,7 +13,12 @@ import (
 )
 
 func main() {
-	if err := app.Run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+	err := app.Run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	var exit app.ExitError
+	switch {
+	case errors.As(err, &exit):
+		os.Exit(exit.Code) // the command has said why
+	case err != nil:
 		fmt.Fprintf(os.Stderr, "seckill: %v\n", err)
 		os.Exit(1)
 	}

@@ -28,16 +28,11 @@ type command struct {
 	run     func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
 }
 
-// commands lists the subcommands; the first is the default. Two more are
-// planned, each a line here:
-//
-//   - "loadtest": parse its flags and call loadtest.Run (package loadtest).
-//   - "demo": start redis-server through internal/redisproc and two
-//     replicas with NewServer on loopback listeners, sharing one SQLite
-//     file, then drive them.
+// commands lists the subcommands; the first is the default.
 func commands() []command {
 	return []command{
 		{"serve", "run the HTTP API (the default)", serve},
+		{"loadtest", "run a flash sale against running replicas and check that nothing is oversold", loadtestCmd},
 	}
 }
 

@@ -1,0 +1,141 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Exit codes of Main.
+const (
+	// ExitOK: every safety invariant held (with -expect-oversell: an
+	// oversell was caught).
+	ExitOK = 0
+	// ExitFail: a safety invariant failed (with -expect-oversell: none did).
+	ExitFail = 1
+	// ExitError: no verdict, because of a usage error or a target that could
+	// not be reached, refused the set-up or could not be read back.
+	ExitError = 2
+)
+
+// DefaultRepeatShare is the CLI's share of repeat buyers: enough to exercise
+// the one-order-per-user rule on every run without crowding out demand.
+const DefaultRepeatShare = 0.05
+
+const usageText = `Usage: seckill loadtest [flags]
+
+Runs a flash sale against the seckill API: creates a product with -stock
+units (or uses -product), sends purchase requests from distinct users at
+-rate requests/s for -duration, then reads the product and its orders back
+and checks that nothing was oversold.
+
+Exit status: 0 when every safety invariant held, 1 when one failed (oversell),
+2 for usage or connection errors. -expect-oversell swaps 0 and 1, for the
+deliberately broken lock modes.
+
+Flags:
+`
+
+// Main is the "seckill loadtest" command: it parses args (without the
+// command name), reads ADMIN_TOKEN through getenv, runs the sale and returns
+// the exit code (ExitOK, ExitFail or ExitError). The progress and the report
+// go to stdout, errors and usage to stderr.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return ExitOK
+	}
+	if err != nil {
+		// The flag package has already printed its own parse errors.
+		if !errors.Is(err, errFlagParse) {
+			fmt.Fprintf(stderr, "%v\nRun 'seckill loadtest -h' for usage.\n", err)
+		}
+		return ExitError
+	}
+
+	rep, err := Run(ctx, cfg, stdout)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		if errors.Is(err, ErrInvalidConfig) {
+			fmt.Fprintln(stderr, "Run 'seckill loadtest -h' for usage.")
+		}
+		return ExitError
+	}
+	if rep.OK() {
+		return ExitOK
+	}
+	return ExitFail
+}
+
+// errFlagParse marks errors the flag package has already reported.
+var errFlagParse = errors.New("flag parse error")
+
+// parseFlags turns the command line into a Config. Validation beyond syntax
+// is left to Run, so the library and the CLI refuse the same things.
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("seckill loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageText)
+		fs.PrintDefaults()
+	}
+
+	var cfg Config
+	targets := fs.String("targets", DefaultTarget, "comma-separated base URLs of the service, used round-robin")
+	// No default shown: -h must not print the secret read from the environment.
+	token := fs.String("admin-token", "", "admin token, needed to create the product (default $ADMIN_TOKEN)")
+	fs.Int64Var(&cfg.ProductID, "product", 0, "existing product id to sell; 0 creates a product with -stock")
+	fs.Int64Var(&cfg.Stock, "stock", DefaultStock, "stock of the created product")
+	fs.IntVar(&cfg.Rate, "rate", DefaultRate, "purchase requests per second (at the start, with -ramp-to)")
+	fs.IntVar(&cfg.RampTo, "ramp-to", 0, "ramp linearly from -rate to this rate over -duration; 0 keeps the rate constant")
+	fs.DurationVar(&cfg.Duration, "duration", DefaultDuration, "how long to send requests")
+	fs.IntVar(&cfg.MaxRequests, "max-requests", 0, "most purchase requests to send; 0 means what the pacing sends in -duration")
+	fs.Float64Var(&cfg.RepeatShare, "repeat-share", DefaultRepeatShare, "share of requests, 0..1, that reuse an earlier buyer and must be refused")
+	fs.DurationVar(&cfg.Timeout, "timeout", DefaultTimeout, "timeout of each request")
+	fs.IntVar(&cfg.Workers, "workers", DefaultWorkers, "initial number of attack workers")
+	fs.IntVar(&cfg.MaxWorkers, "max-workers", DefaultMaxWorkers, "most attack workers (and connections per target)")
+	fs.StringVar(&cfg.Out, "out", "", "write Vegeta's results to this `file` (gob, for vegeta report and vegeta plot)")
+	fs.StringVar(&cfg.Plot, "plot", "", "write Vegeta's HTML latency plot to this file")
+	fs.BoolVar(&cfg.ExpectOversell, "expect-oversell", false, "exit 0 only if an oversell is detected (for the broken lock modes)")
+	progress := fs.String("progress", "auto", "progress line: auto, inplace, lines or off")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, err
+		}
+		return cfg, errFlagParse
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("loadtest: unexpected argument %q: flags only", fs.Arg(0))
+	}
+
+	for _, t := range strings.Split(*targets, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			cfg.Targets = append(cfg.Targets, t)
+		}
+	}
+	if len(cfg.Targets) == 0 {
+		return cfg, errors.New("loadtest: -targets: want at least one base URL")
+	}
+	cfg.AdminToken = *token
+	if cfg.AdminToken == "" {
+		cfg.AdminToken = getenv("ADMIN_TOKEN")
+	}
+	modes := map[string]ProgressMode{"auto": ProgressAuto, "inplace": ProgressInPlace, "lines": ProgressLines, "off": ProgressOff}
+	mode, ok := modes[*progress]
+	if !ok {
+		return cfg, fmt.Errorf("loadtest: -progress %q: want auto, inplace, lines or off", *progress)
+	}
+	cfg.ProgressMode = mode
+	// Zero would mean "default" to Run; on the command line it is a mistake.
+	if cfg.Rate <= 0 || cfg.Duration <= 0 || cfg.Stock <= 0 || cfg.Timeout <= 0 || cfg.Workers <= 0 {
+		return cfg, errors.New("loadtest: -rate, -duration, -stock, -timeout and -workers must be positive")
+	}
+	if _, err := cfg.withDefaults(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}

@@ -1,0 +1,81 @@
+package loadtest
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// runMain runs Main with a short sale's flags plus extra, and ADMIN_TOKEN
+// from env.
+func runMain(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	base := []string{"-rate", "1000", "-duration", "300ms", "-max-requests", "60", "-stock", "3", "-progress", "off"}
+	code = Main(t.Context(), append(base, args...), func(k string) string { return env[k] }, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestMainExitCodes(t *testing.T) {
+	token := map[string]string{"ADMIN_TOKEN": "secret"}
+	cases := []struct {
+		name       string
+		racy       bool
+		args       []string
+		want       int
+		wantStdout string
+	}{
+		{"correct shop", false, nil, ExitOK, "PASS: every safety invariant held"},
+		{"racy shop", true, nil, ExitFail, "FAIL: OVERSOLD"},
+		{"racy shop, oversell expected", true, []string{"-expect-oversell"}, ExitOK, "PASS: oversell detected"},
+		{"correct shop, oversell expected", false, []string{"-expect-oversell"}, ExitFail, "FAIL: an oversell was expected"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a, _ := newFakeShop(tc.racy).serve(t)
+			code, stdout, stderr := runMain(t, token, append([]string{"-targets", a}, tc.args...)...)
+			if code != tc.want || !strings.Contains(stdout, tc.wantStdout) {
+				t.Errorf("got exit %d, want %d with %q\nstdout:\n%s\nstderr:\n%s", code, tc.want, tc.wantStdout, stdout, stderr)
+			}
+		})
+	}
+}
+
+func TestMainErrors(t *testing.T) {
+	a, _ := newFakeShop(false).serve(t)
+	down := closedURL(t)
+	token := map[string]string{"ADMIN_TOKEN": "secret"}
+	cases := []struct {
+		name       string
+		env        map[string]string
+		args       []string
+		wantStderr string
+	}{
+		{"not a URL", token, []string{"-targets", "127.0.0.1:8080"}, "want an http:// or https:// base URL"},
+		{"ftp target", token, []string{"-targets", "ftp://" + strings.TrimPrefix(a, "http://")}, "http://"},
+		{"one of two targets down", token, []string{"-targets", a + "," + down}, "is not reachable"},
+		{"token rejected", nil, []string{"-targets", a, "-admin-token", "wrong"}, "admin token"},
+		{"no token", nil, []string{"-targets", a}, "ADMIN_TOKEN"},
+		{"unknown flag", token, []string{"-targets", a, "-nope"}, "flag provided but not defined"},
+		{"stray argument", token, []string{"-targets", a, "extra"}, `unexpected argument "extra"`},
+		{"zero rate", token, []string{"-targets", a, "-rate", "0"}, "must be positive"},
+		{"bad progress", token, []string{"-targets", a, "-progress", "fancy"}, "-progress"},
+		{"repeat share out of range", token, []string{"-targets", a, "-repeat-share", "2"}, "repeat share"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runMain(t, tc.env, tc.args...)
+			if code != ExitError || !strings.Contains(stderr, tc.wantStderr) {
+				t.Errorf("got exit %d, stderr %q; want %d mentioning %q", code, stderr, ExitError, tc.wantStderr)
+			}
+		})
+	}
+}
+
+func TestMainHelpDoesNotPrintTheToken(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := Main(t.Context(), []string{"-h"}, func(string) string { return "s3cret-token" }, &out, &errOut)
+	if code != ExitOK || !strings.Contains(errOut.String(), "-expect-oversell") || strings.Contains(errOut.String(), "s3cret") {
+		t.Errorf("got exit %d, usage:\n%s\nwant 0 and a usage without the token", code, errOut.String())
+	}
+}

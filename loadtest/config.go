@@ -1,0 +1,219 @@
+package loadtest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Defaults applied by Run to zero Config fields.
+const (
+	DefaultStock      = 100
+	DefaultRate       = 200
+	DefaultDuration   = 5 * time.Second
+	DefaultTimeout    = 10 * time.Second
+	DefaultWorkers    = 10
+	DefaultMaxWorkers = 256
+	// DefaultTarget is where a service started with its defaults listens.
+	DefaultTarget = "http://127.0.0.1:8080"
+)
+
+// hardDeadlineSlack is added to Duration+Timeout to get the point where Run
+// stops the attack whatever Vegeta is doing: the attack normally ends by
+// Duration+Timeout, so reaching this means something hangs.
+const hardDeadlineSlack = 5 * time.Second
+
+// ErrInvalidConfig is wrapped by every error Run returns for a Config it
+// refuses, so a CLI can tell usage errors from failures of the target.
+var ErrInvalidConfig = errors.New("loadtest: invalid config")
+
+// ProgressMode says how the live progress line is written.
+type ProgressMode int
+
+// Progress modes. The zero value, ProgressAuto, picks ProgressInPlace when the
+// progress writer is a terminal and ProgressLines otherwise, so logs of CI
+// runs get readable lines instead of carriage returns.
+const (
+	ProgressAuto ProgressMode = iota
+	ProgressInPlace
+	ProgressLines
+	ProgressOff
+)
+
+// Config describes one sale. The zero value of every field except Targets
+// (and AdminToken when a product has to be created) has a usable default.
+type Config struct {
+	// Targets are base URLs of the service ("http://127.0.0.1:8080", with an
+	// optional path prefix), used round-robin: several replicas, or one load
+	// balancer. Only http and https are accepted; traffic goes nowhere else
+	// (no proxy from the environment, no redirects followed).
+	Targets []string
+
+	// AdminToken is the bearer token for POST /api/v1/products. It is needed
+	// only when ProductID is 0.
+	AdminToken string
+
+	// ProductID selects an existing product. 0 creates a new one with Stock.
+	// With an existing product, S is read before the attack as stock+sold, so
+	// orders made before the run are accounted for.
+	ProductID int64
+
+	// Stock is the stock of the product created when ProductID is 0
+	// (0 means DefaultStock).
+	Stock int64
+
+	// Rate is the request rate in requests per second (0 means DefaultRate).
+	Rate int
+
+	// RampTo, when positive, makes the rate change linearly from Rate to
+	// RampTo over Duration (Vegeta's LinearPacer) instead of staying constant.
+	RampTo int
+
+	// Duration is how long requests are sent (0 means DefaultDuration).
+	Duration time.Duration
+
+	// MaxRequests bounds the number of purchase requests. 0 means the number
+	// the pacing would send in Duration, so the bound is always finite.
+	MaxRequests int
+
+	// RepeatShare, in [0, 1], is the share of requests that reuse the user id
+	// of an earlier buyer (one who got 201 when there is one, else any earlier
+	// user). The service must refuse them; a second 201 for a user fails the
+	// duplicate-user invariant.
+	RepeatShare float64
+
+	// Timeout bounds each HTTP request, and the verification calls after an
+	// interrupted attack (0 means DefaultTimeout).
+	Timeout time.Duration
+
+	// Workers is the number of Vegeta workers started with the attack and
+	// MaxWorkers the most it may add to hold the rate when responses are slow
+	// (0 means DefaultWorkers and DefaultMaxWorkers). MaxWorkers also caps
+	// open connections per target. Past it, the rate drops rather than the
+	// load tester running away with goroutines.
+	Workers    int
+	MaxWorkers int
+
+	// Out, when set, is a file that receives every Vegeta result gob-encoded,
+	// so `vegeta report` and `vegeta plot` can read it later.
+	Out string
+
+	// Plot, when set, is a file that receives Vegeta's HTML latency plot. It
+	// embeds its JavaScript, so it opens offline.
+	Plot string
+
+	// ExpectOversell inverts the verdict (Report.OK): the run is meant for a
+	// deliberately broken lock mode and passes only if an oversell is caught.
+	ExpectOversell bool
+
+	// Progress receives the live progress line; nil means the writer given to
+	// Run. ProgressMode chooses in-place, plain lines or none.
+	Progress     io.Writer
+	ProgressMode ProgressMode
+}
+
+// withDefaults returns cfg with zero fields replaced by defaults and targets
+// normalised, or an error wrapping ErrInvalidConfig.
+func (cfg Config) withDefaults() (Config, error) {
+	if len(cfg.Targets) == 0 {
+		cfg.Targets = []string{DefaultTarget}
+	}
+	targets := make([]string, len(cfg.Targets))
+	for i, t := range cfg.Targets {
+		base, err := normalizeTarget(t)
+		if err != nil {
+			return cfg, err
+		}
+		targets[i] = base
+	}
+	cfg.Targets = targets
+
+	if cfg.Stock == 0 {
+		cfg.Stock = DefaultStock
+	}
+	if cfg.Rate == 0 {
+		cfg.Rate = DefaultRate
+	}
+	if cfg.Duration == 0 {
+		cfg.Duration = DefaultDuration
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.MaxWorkers == 0 {
+		cfg.MaxWorkers = max(DefaultMaxWorkers, cfg.Workers)
+	}
+
+	switch {
+	case cfg.ProductID < 0:
+		return cfg, invalid("product id %d: want 0 (create one) or a positive id", cfg.ProductID)
+	case cfg.ProductID == 0 && (cfg.Stock < 0 || cfg.Stock > 10_000_000):
+		return cfg, invalid("stock %d: want 1..10000000", cfg.Stock)
+	case cfg.ProductID == 0 && cfg.AdminToken == "":
+		return cfg, invalid("creating a product needs the admin token (-admin-token or ADMIN_TOKEN), or pass an existing product id")
+	case cfg.Rate < 0:
+		return cfg, invalid("rate %d: want a positive number of requests per second", cfg.Rate)
+	case cfg.RampTo < 0:
+		return cfg, invalid("ramp-to %d: want a positive rate, or 0 for a constant rate", cfg.RampTo)
+	case cfg.Duration < 0:
+		return cfg, invalid("duration %v: want a positive duration", cfg.Duration)
+	case cfg.MaxRequests < 0:
+		return cfg, invalid("max requests %d: want 0 (bounded by the pacing) or more", cfg.MaxRequests)
+	case math.IsNaN(cfg.RepeatShare) || cfg.RepeatShare < 0 || cfg.RepeatShare > 1:
+		return cfg, invalid("repeat share %v: want a number in [0, 1]", cfg.RepeatShare)
+	case cfg.Timeout < 0:
+		return cfg, invalid("timeout %v: want a positive duration", cfg.Timeout)
+	case cfg.Workers < 0 || cfg.MaxWorkers < cfg.Workers:
+		return cfg, invalid("workers %d, max workers %d: want 1 <= workers <= max workers", cfg.Workers, cfg.MaxWorkers)
+	case cfg.ProgressMode < ProgressAuto || cfg.ProgressMode > ProgressOff:
+		return cfg, invalid("progress mode %d unknown", cfg.ProgressMode)
+	}
+
+	if cfg.MaxRequests == 0 {
+		cfg.MaxRequests = cfg.expectedRequests()
+	}
+	return cfg, nil
+}
+
+// expectedRequests is what the pacing sends in Duration: the area under the
+// rate curve, rounded up.
+func (cfg Config) expectedRequests() int {
+	end := cfg.Rate
+	if cfg.RampTo > 0 {
+		end = cfg.RampTo
+	}
+	n := math.Ceil(float64(cfg.Rate+end) / 2 * cfg.Duration.Seconds())
+	return max(1, int(n))
+}
+
+// hardDeadline is how long the attack may take before Run cuts it.
+func (cfg Config) hardDeadline() time.Duration {
+	return cfg.Duration + cfg.Timeout + hardDeadlineSlack
+}
+
+// normalizeTarget checks that raw is an absolute http(s) URL without query or
+// fragment and returns it without a trailing slash, ready for path joining.
+func normalizeTarget(raw string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", invalid("target %q: want an http:// or https:// base URL, such as %s", raw, DefaultTarget)
+	}
+	if u.Host == "" {
+		return "", invalid("target %q: no host", raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", invalid("target %q: want a base URL without user info, query or fragment", raw)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,25 @@
+// Package loadtest runs a flash sale against the seckill HTTP API and proves,
+// from the outside, that nothing was oversold.
+//
+// It is a black-box client: it speaks only the v1 HTTP API (create or read a
+// product, buy, list orders) and never imports the service's packages, so the
+// same test judges one replica, several replicas behind round-robin, or a
+// load balancer, whatever lock mode they run.
+//
+// A run has three phases:
+//
+//  1. Set-up: every target answers /healthz; the product is created with the
+//     admin token (or an existing one is read) and every target must see it,
+//     which catches replicas that do not share a database.
+//  2. Attack: Vegeta (github.com/tsenart/vegeta/v12, used as a library) sends
+//     POST /api/v1/products/:id/purchase at a constant rate or a linear ramp,
+//     each request with a fresh user id except a configured share of repeat
+//     buyers, bounded by a request count, a duration and a hard deadline.
+//  3. Verification: the product and all its orders are read back through the
+//     API and the pure function Check compares them with what the attack
+//     observed (see Check for the invariants).
+//
+// A checker that never fails proves nothing, so Config.ExpectOversell inverts
+// the verdict: run against a deliberately broken lock mode, the test passes
+// only when it catches the oversell.
+package loadtest

@@ -1,0 +1,228 @@
+package loadtest
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeShop is an in-memory test double of the seckill API, just the
+// endpoints the load test uses, so the load tester itself can be tested
+// end to end. Several httptest servers may share one shop, like replicas
+// sharing a database.
+//
+// A correct shop runs each purchase under one mutex. A racy shop reads the
+// stock, lets go of the mutex, and writes back read-minus-one later: a lost
+// update, like the service's "none" lock mode. Its first gateSize purchases
+// all read before any of them writes (they wait for each other at a gate),
+// so the oversell is certain, not likely; every access is still under the
+// mutex, so the race detector has nothing to say.
+type fakeShop struct {
+	token   string
+	racy    bool
+	pageCap int // most orders per page, to exercise pagination
+
+	gate gate
+
+	// onPurchase, when set, runs at the start of every purchase with its
+	// 1-based number; tests use it to cancel a run or stall a request.
+	onPurchase func(r *http.Request, n int64)
+	purchases  atomic.Int64
+
+	mu       sync.Mutex
+	products map[int64]*fakeProduct
+	nextID   int64
+}
+
+type fakeProduct struct {
+	Product
+	orders []Order
+	users  map[string]bool
+}
+
+func newFakeShop(racy bool) *fakeShop {
+	s := &fakeShop{token: "secret", racy: racy, pageCap: 7, products: map[int64]*fakeProduct{}}
+	s.gate = gate{waiting: 4, open: make(chan struct{})}
+	return s
+}
+
+// serve starts one replica of the shop and returns its URL and a counter of
+// the purchase requests it received.
+func (s *fakeShop) serve(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
+	var hits atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("POST /api/v1/products", s.create)
+	mux.HandleFunc("GET /api/v1/products/{id}", s.get)
+	mux.HandleFunc("GET /api/v1/products/{id}/orders", s.list)
+	mux.HandleFunc("POST /api/v1/products/{id}/purchase", func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		s.purchase(w, r)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL, &hits
+}
+
+func (s *fakeShop) create(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer "+s.token {
+		writeError(w, http.StatusUnauthorized, "unauthorized")
+		return
+	}
+	var in struct {
+		Name  string `json:"name"`
+		Stock int64  `json:"stock"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Name == "" || in.Stock < 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request")
+		return
+	}
+	s.mu.Lock()
+	s.nextID++
+	p := &fakeProduct{Product: Product{ID: s.nextID, Name: in.Name, Stock: in.Stock}, users: map[string]bool{}}
+	s.products[p.ID] = p
+	out := p.Product
+	s.mu.Unlock()
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// find returns the product of the path; the caller holds s.mu.
+func (s *fakeShop) find(w http.ResponseWriter, r *http.Request) *fakeProduct {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request")
+		return nil
+	}
+	p := s.products[id]
+	if p == nil {
+		writeError(w, http.StatusNotFound, "not_found")
+	}
+	return p
+}
+
+func (s *fakeShop) get(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.find(w, r); p != nil {
+		p.Sold = int64(len(p.orders))
+		writeJSON(w, http.StatusOK, p.Product)
+	}
+}
+
+func (s *fakeShop) list(w http.ResponseWriter, r *http.Request) {
+	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	offset, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+	limit = min(max(limit, 1), s.pageCap)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.find(w, r)
+	if p == nil {
+		return
+	}
+	page := []Order{}
+	if offset < len(p.orders) {
+		page = append(page, p.orders[offset:min(offset+limit, len(p.orders))]...)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"product_id": p.ID, "count": len(p.orders), "orders": page})
+}
+
+func (s *fakeShop) purchase(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		UserID string `json:"user_id"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.UserID == "" {
+		writeError(w, http.StatusBadRequest, "invalid_request")
+		return
+	}
+	// After the body is read: only then does the server watch the connection
+	// and end r.Context() when the client goes away.
+	if s.onPurchase != nil {
+		s.onPurchase(r, s.purchases.Add(1))
+	}
+
+	s.mu.Lock()
+	p := s.find(w, r)
+	if p == nil {
+		s.mu.Unlock()
+		return
+	}
+	if p.users[in.UserID] {
+		s.mu.Unlock()
+		writeError(w, http.StatusConflict, "already_purchased")
+		return
+	}
+	stock := p.Stock
+	if stock <= 0 {
+		s.mu.Unlock()
+		writeError(w, http.StatusConflict, "sold_out")
+		return
+	}
+	if s.racy {
+		// The lost update: the stock read above is written back later.
+		s.mu.Unlock()
+		s.gate.wait(r.Context())
+		s.mu.Lock()
+		if p.users[in.UserID] { // the database's unique index still holds
+			s.mu.Unlock()
+			writeError(w, http.StatusConflict, "already_purchased")
+			return
+		}
+	}
+	p.Stock = stock - 1
+	p.users[in.UserID] = true
+	o := Order{ID: int64(len(p.orders) + 1), ProductID: p.ID, UserID: in.UserID, Fence: 0, CreatedAt: time.Now().UTC()}
+	p.orders = append(p.orders, o)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusCreated, map[string]Order{"order": o})
+}
+
+// gate holds its first arrivals until `waiting` of them are there.
+type gate struct {
+	mu      sync.Mutex
+	waiting int
+	open    chan struct{}
+}
+
+func (g *gate) wait(ctx context.Context) {
+	g.mu.Lock()
+	if g.waiting == 0 {
+		g.mu.Unlock()
+		return
+	}
+	g.waiting--
+	if g.waiting == 0 {
+		close(g.open)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code string) {
+	writeJSON(w, status, map[string]string{"error": code, "message": code})
+}
+
+// closedURL returns the URL of a server that is no longer there.
+func closedURL(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close()
+	return srv.URL
+}

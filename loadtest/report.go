@@ -1,0 +1,154 @@
+package loadtest
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Report is the outcome of one sale: the verdict, the invariants with their
+// numbers, and what the attack measured. It is plain data so callers (the
+// demo's table, CI) can pick fields; WriteText prints it for a person.
+type Report struct {
+	// Targets are the base URLs attacked, round-robin.
+	Targets []string
+	// ProductID is the product sold; UserPrefix starts every user id of this
+	// run.
+	ProductID  int64
+	UserPrefix string
+	// Before and After are the product before and after the attack; S, the
+	// stock to sell, is Before.Stock + Before.Sold. After.Stock is the stock
+	// left and After.Sold the orders the product has.
+	Before, After Product
+	// RunOrders counts the orders whose user belongs to this run.
+	RunOrders int
+
+	// Requests is the number of purchase requests answered or failed,
+	// Repeats how many of them reused an earlier buyer, Created how many got
+	// 201, and Unknown how many may or may not have made an order.
+	Requests, Repeats, Created, Unknown int
+	// ByStatus counts answers per HTTP status (0: no answer). ByOutcome
+	// counts them per status and error code ("201", "409 sold_out",
+	// "503 busy", "error"), RepeatsByOutcome the same for repeat buyers
+	// only, and TransportErrors per message (at most 10 distinct ones).
+	ByStatus         map[int]int
+	ByOutcome        map[string]int
+	RepeatsByOutcome map[string]int
+	TransportErrors  map[string]int
+
+	// Elapsed runs from the start of the attack to its last answer.
+	Elapsed time.Duration
+	// RequestRate is requests per second over Elapsed. PurchaseRate is 201s
+	// per second over the selling window (start to the last 201), which is
+	// what a sale that sells out in a fraction of the run really achieved.
+	RequestRate, PurchaseRate float64
+	// LastPurchase is when the last 201 arrived, and SoldOutAt when the first
+	// sold_out after it did (zero if none): the time to sell out.
+	LastPurchase, SoldOutAt time.Duration
+	// Latency covers all requests, PurchaseLatency the 201s only.
+	Latency, PurchaseLatency Latency
+
+	// Invariants holds the result of Check. Oversold is true when any safety
+	// invariant failed, Undersold when the liveness check warned.
+	Invariants []Invariant
+	Oversold   bool
+	Undersold  bool
+	// ExpectOversell is copied from the Config: it inverts OK.
+	ExpectOversell bool
+	// Stopped says why the attack ended early ("interrupted", "hard
+	// deadline"); empty when it ran its course.
+	Stopped string
+}
+
+// OK is the verdict: no oversell, or, with ExpectOversell, an oversell caught.
+func (r Report) OK() bool { return r.Oversold == r.ExpectOversell }
+
+// Verdict is the one line a person reads first.
+func (r Report) Verdict() string {
+	switch {
+	case r.ExpectOversell && r.Oversold:
+		return "PASS: oversell detected, as expected for this mode"
+	case r.ExpectOversell:
+		return "FAIL: an oversell was expected and none was detected"
+	case r.Oversold:
+		return "FAIL: OVERSOLD, a safety invariant failed"
+	default:
+		return "PASS: every safety invariant held, nothing oversold"
+	}
+}
+
+// WriteText writes the report for a person.
+func (r Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	s := r.Before.Stock + r.Before.Sold
+	fmt.Fprintf(&b, "\nSale of product %d (S = %d) on %s", r.ProductID, s, strings.Join(r.Targets, ", "))
+	if r.Stopped != "" {
+		fmt.Fprintf(&b, ", stopped early: %s", r.Stopped)
+	}
+	fmt.Fprintf(&b, "\n  orders %d (by this run %d), stock left %d\n", r.After.Sold, r.RunOrders, r.After.Stock)
+
+	b.WriteString("\nInvariants\n")
+	for _, inv := range r.Invariants {
+		kind := "safety"
+		if !inv.Safety {
+			kind = "liveness"
+		}
+		fmt.Fprintf(&b, "  %-4s (%d) %-36s %-8s %s\n", inv.Status, inv.Number, inv.Name, kind, inv.Detail)
+	}
+
+	fmt.Fprintf(&b, "\nOutcomes of %d requests (%d repeat buyers)\n", r.Requests, r.Repeats)
+	for _, k := range sortedKeys(r.ByOutcome) {
+		fmt.Fprintf(&b, "  %-24s %8d", k, r.ByOutcome[k])
+		if n := r.RepeatsByOutcome[k]; n > 0 {
+			fmt.Fprintf(&b, "   (%d repeat)", n)
+		}
+		b.WriteString("\n")
+	}
+	for _, msg := range sortedKeys(r.TransportErrors) {
+		fmt.Fprintf(&b, "  error %q x%d\n", msg, r.TransportErrors[msg])
+	}
+	if r.Unknown > 0 {
+		fmt.Fprintf(&b, "  %d requests of unknown outcome (no answer, or a 5xx other than busy)\n", r.Unknown)
+	}
+
+	b.WriteString("\nThroughput\n")
+	fmt.Fprintf(&b, "  %.1f requests/s over %v, %.1f purchases/s while selling\n",
+		r.RequestRate, round(r.Elapsed), r.PurchaseRate)
+	switch {
+	case r.SoldOutAt > 0:
+		fmt.Fprintf(&b, "  sold out at %v (last 201 at %v)\n", round(r.SoldOutAt), round(r.LastPurchase))
+	case r.Created > 0:
+		fmt.Fprintf(&b, "  not seen sold out (last 201 at %v)\n", round(r.LastPurchase))
+	default:
+		b.WriteString("  no purchase succeeded\n")
+	}
+
+	b.WriteString("\nLatency        count      p50      p90      p99      max\n")
+	writeLatency(&b, "all", r.Latency)
+	writeLatency(&b, "201 only", r.PurchaseLatency)
+
+	fmt.Fprintf(&b, "\n%s\n", r.Verdict())
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeLatency(b *strings.Builder, name string, l Latency) {
+	fmt.Fprintf(b, "  %-10s %7d %8v %8v %8v %8v\n", name, l.Count, round(l.P50), round(l.P90), round(l.P99), round(l.Max))
+}
+
+// round keeps three significant figures or so, enough to read.
+func round(d time.Duration) time.Duration {
+	for _, unit := range []time.Duration{time.Second, time.Millisecond, time.Microsecond} {
+		if d >= unit {
+			return d.Round(unit / 100)
+		}
+	}
+	return d
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}

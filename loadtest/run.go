@@ -1,0 +1,232 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+// maxResultBody bounds the response body Vegeta keeps per result: purchase
+// answers are a few hundred bytes, and an odd server must not fill memory.
+const maxResultBody = 4 << 10
+
+// attackName is Vegeta's attack name: it shows in `vegeta plot` legends.
+const attackName = "sale"
+
+// Run sells one product: it sets the sale up, attacks the purchase endpoint,
+// reads the result back through the API and judges it with Check. It writes a
+// header, the live progress and the report text to w, and blocks until done.
+//
+// The error is non-nil when there is no verdict to give: an invalid Config
+// (wrapping ErrInvalidConfig), a target that cannot be reached or refuses the
+// set-up, a verification that could not read the product back, or a results
+// or plot file that could not be written (the Report is then complete).
+//
+// When ctx ends during the attack, Run stops sending, aborts requests in
+// flight and still verifies (within Config.Timeout), because an interrupted
+// sale can have oversold too; the Report says Stopped: "interrupted". Run
+// keeps no state between calls, so one process can run many sales.
+func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return Report{}, err
+	}
+	if w == nil {
+		w = io.Discard
+	}
+
+	tr := newTransport(cfg)
+	defer tr.CloseIdleConnections()
+	client := newClient(tr, cfg.Timeout)
+	apis := make([]api, len(cfg.Targets))
+	for i, t := range cfg.Targets {
+		apis[i] = api{client: client, base: t, token: cfg.AdminToken}
+	}
+
+	prefix := fmt.Sprintf("lt-%08x-", rand.Uint32())
+	before, err := setUp(ctx, cfg, apis, prefix)
+	if err != nil {
+		return Report{}, err
+	}
+	rec, err := newRecorder(cfg.Out, cfg.Plot, fmt.Sprintf("seckill sale of product %d", before.ID))
+	if err != nil {
+		return Report{}, err
+	}
+
+	fmt.Fprintf(w, "loadtest: product %d (stock %d, sold %d) on %d target(s); %s; at most %d requests; repeat share %.0f%%\n",
+		before.ID, before.Stock, before.Sold, len(cfg.Targets), pacingText(cfg), cfg.MaxRequests, cfg.RepeatShare*100)
+	progressW := cfg.Progress
+	if progressW == nil {
+		progressW = w
+	}
+	t, b, stopped := attack(ctx, cfg, tr, before.ID, prefix, rec, progressW)
+	recErr := rec.close()
+
+	vctx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		vctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cfg.Timeout)
+		defer cancel()
+	}
+	after, count, orders, err := apis[0].snapshot(vctx, before.ID)
+	if err != nil {
+		return Report{}, fmt.Errorf("loadtest: verify after the attack: %w", err)
+	}
+
+	requests, fresh := b.counts()
+	invariants := Check(Observed{
+		Before:        before,
+		After:         after,
+		OrderCount:    count,
+		Orders:        orders,
+		UserPrefix:    prefix,
+		Created:       t.created,
+		CreatedByUser: t.createdByUser,
+		Unknown:       t.unknown,
+		Demand:        int(fresh),
+		EndedNormally: stopped == "",
+	})
+	rep := newReport(cfg, before, after, orders, prefix, t, invariants, stopped)
+	if int(requests) != rep.Requests {
+		// Every hit yields one result; a gap would mean lost accounting.
+		recErr = errors.Join(recErr, fmt.Errorf("loadtest: %d requests sent but %d results", requests, rep.Requests))
+	}
+	if err := rep.WriteText(w); err != nil {
+		recErr = errors.Join(recErr, err)
+	}
+	return rep, recErr
+}
+
+// setUp checks that every target answers, creates or reads the product, and
+// makes sure every target sees it: replicas on different databases would
+// each sell the full stock, and that is a set-up mistake, not an oversell.
+func setUp(ctx context.Context, cfg Config, apis []api, prefix string) (Product, error) {
+	for _, a := range apis {
+		if err := a.health(ctx); err != nil {
+			return Product{}, fmt.Errorf("loadtest: target %s is not reachable (is the service running?): %w", a.base, err)
+		}
+	}
+	var p Product
+	var err error
+	if cfg.ProductID == 0 {
+		name := fmt.Sprintf("loadtest %s%s", prefix, time.Now().UTC().Format(time.RFC3339))
+		p, err = apis[0].createProduct(ctx, name, cfg.Stock)
+	} else {
+		p, err = apis[0].product(ctx, cfg.ProductID)
+	}
+	if err != nil {
+		return Product{}, fmt.Errorf("loadtest: %w", err)
+	}
+	for _, a := range apis[1:] {
+		if _, err := a.product(ctx, p.ID); err != nil {
+			return Product{}, fmt.Errorf("loadtest: target %s does not see product %d (do the replicas share one database?): %w", a.base, p.ID, err)
+		}
+	}
+	return p, nil
+}
+
+// attack runs Vegeta until the pacing, the duration, the hard deadline or
+// ctx stops it, and returns what it saw. stopped is empty on a normal end.
+func attack(ctx context.Context, cfg Config, tr http.RoundTripper, productID int64, prefix string,
+	rec *recorder, progressW io.Writer) (t *tally, b *buyers, stopped string) {
+	atkCtx, cancel := context.WithTimeout(ctx, cfg.hardDeadline())
+	defer cancel()
+
+	attacker := vegeta.NewAttacker(
+		vegeta.Client(newClient(abortable{ctx: atkCtx, base: tr}, cfg.Timeout)),
+		vegeta.Workers(uint64(cfg.Workers)),
+		vegeta.MaxWorkers(uint64(cfg.MaxWorkers)),
+		vegeta.MaxBody(maxResultBody),
+	)
+	b = newBuyers(cfg.Targets, productID, prefix, cfg.RepeatShare, rand.Uint64())
+	start := time.Now()
+	t = newTally(start)
+	results := attacker.Attack(b.targeter(), newPacer(cfg), cfg.Duration, attackName)
+
+	// Vegeta has no context: turn ctx and the hard deadline into Stop. The
+	// goroutine ends with atkCtx, cancelled on return at the latest.
+	go func() {
+		<-atkCtx.Done()
+		attacker.Stop()
+	}()
+
+	stopProgress, progressDone := make(chan struct{}), make(chan struct{})
+	if p := newProgress(progressW, cfg.ProgressMode, start, b.sent.Load, &t.live); p != nil {
+		go func() {
+			defer close(progressDone)
+			p.run(stopProgress)
+		}()
+	} else {
+		close(progressDone)
+	}
+
+	for r := range results {
+		if o := t.add(r); o.created() {
+			b.recordPurchase(o.user)
+		}
+		rec.add(r)
+	}
+	switch {
+	case ctx.Err() != nil:
+		stopped = "interrupted"
+	case atkCtx.Err() != nil:
+		stopped = "hard deadline"
+	}
+	close(stopProgress)
+	<-progressDone
+	return t, b, stopped
+}
+
+// newReport gathers the numbers of a finished run.
+func newReport(cfg Config, before, after Product, orders []Order, prefix string, t *tally,
+	invariants []Invariant, stopped string) Report {
+	rep := Report{
+		Targets:   cfg.Targets,
+		ProductID: before.ID, UserPrefix: prefix,
+		Before: before, After: after,
+		Requests: t.requests, Repeats: t.repeats, Created: t.created, Unknown: t.unknown,
+		ByStatus: t.byStatus, ByOutcome: t.byKey, RepeatsByOutcome: t.repeatByKey,
+		TransportErrors: t.transportErrors,
+		Elapsed:         t.end,
+		LastPurchase:    t.lastCreated,
+		SoldOutAt:       t.soldOutAt(),
+		Latency:         summarize(t.all),
+		PurchaseLatency: summarize(t.purchases),
+		Invariants:      invariants,
+		Oversold:        Oversold(invariants),
+		ExpectOversell:  cfg.ExpectOversell,
+		Stopped:         stopped,
+	}
+	for _, o := range orders {
+		if strings.HasPrefix(o.UserID, prefix) {
+			rep.RunOrders++
+		}
+	}
+	for _, inv := range invariants {
+		if !inv.Safety && inv.Status == Warn {
+			rep.Undersold = true
+		}
+	}
+	if s := t.end.Seconds(); s > 0 {
+		rep.RequestRate = float64(t.requests) / s
+	}
+	if s := t.lastCreated.Seconds(); s > 0 {
+		rep.PurchaseRate = float64(t.created) / s
+	}
+	return rep
+}
+
+// pacingText describes the pacing for the header line.
+func pacingText(cfg Config) string {
+	if cfg.RampTo > 0 && cfg.RampTo != cfg.Rate {
+		return fmt.Sprintf("%d -> %d req/s over %v", cfg.Rate, cfg.RampTo, cfg.Duration)
+	}
+	return fmt.Sprintf("%d req/s for %v", cfg.Rate, cfg.Duration)
+}

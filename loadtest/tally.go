@@ -1,0 +1,107 @@
+package loadtest
+
+import (
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+// maxDistinctErrors caps the transport error messages kept for the report: a
+// dead target produces one message per request, all alike.
+const maxDistinctErrors = 10
+
+// liveCounts are the running totals the progress line reads while the
+// attack goroutine writes them.
+type liveCounts struct {
+	done, created, conflict, busy, errors atomic.Uint64
+}
+
+// tally accumulates the outcomes of the attack. Only the goroutine draining
+// Vegeta's results touches it, except live, which is atomic.
+type tally struct {
+	start time.Time
+
+	requests, repeats, created, unknown int
+	byStatus                            map[int]int
+	byKey, repeatByKey                  map[string]int
+	transportErrors                     map[string]int
+	createdByUser                       map[string]int
+
+	all, purchases []time.Duration
+	lastCreated    time.Duration   // end of the last 201, from start
+	soldOutEnds    []time.Duration // ends of sold_out answers, from start
+	end            time.Duration   // end of the last answer, from start
+
+	live liveCounts
+}
+
+func newTally(start time.Time) *tally {
+	return &tally{
+		start:           start,
+		byStatus:        map[int]int{},
+		byKey:           map[string]int{},
+		repeatByKey:     map[string]int{},
+		transportErrors: map[string]int{},
+		createdByUser:   map[string]int{},
+	}
+}
+
+// add records one result and returns its outcome.
+func (t *tally) add(r *vegeta.Result) outcome {
+	o := classify(r)
+	t.requests++
+	t.byStatus[o.status]++
+	t.byKey[o.key()]++
+	if o.repeat {
+		t.repeats++
+		t.repeatByKey[o.key()]++
+	}
+	if o.unknown() {
+		t.unknown++
+	}
+	if o.status == 0 {
+		if _, seen := t.transportErrors[o.err]; seen || len(t.transportErrors) < maxDistinctErrors {
+			t.transportErrors[o.err]++
+		}
+	}
+
+	end := r.End().Sub(t.start)
+	t.end = max(t.end, end)
+	t.all = append(t.all, r.Latency)
+	switch {
+	case o.created():
+		t.created++
+		t.createdByUser[o.user]++
+		t.purchases = append(t.purchases, r.Latency)
+		t.lastCreated = max(t.lastCreated, end)
+	case o.code == codeSoldOut:
+		t.soldOutEnds = append(t.soldOutEnds, end)
+	}
+
+	t.live.done.Add(1)
+	switch {
+	case o.created():
+		t.live.created.Add(1)
+	case o.status == http.StatusConflict:
+		t.live.conflict.Add(1)
+	case o.status == http.StatusServiceUnavailable:
+		t.live.busy.Add(1)
+	default:
+		t.live.errors.Add(1)
+	}
+	return o
+}
+
+// soldOutAt is when the sale was seen to be over: the first sold_out answer
+// that ended after the last 201. Zero when there was none.
+func (t *tally) soldOutAt() time.Duration {
+	var first time.Duration
+	for _, e := range t.soldOutEnds {
+		if e >= t.lastCreated && (first == 0 || e < first) {
+			first = e
+		}
+	}
+	return first
+}
