@@ -30,12 +30,13 @@ func (s *Service) Purchase(ctx context.Context, productID int64, userID string) 
 	if err != nil {
 		return nil, err
 	}
-	// Step 2: the fast paths, from the shared database (package doc).
-	if p.Stock <= 0 {
-		return nil, fmt.Errorf("product %d: %w", productID, ErrSoldOut)
-	}
+	// Step 2: the fast paths, from the shared database (package doc). A
+	// buyer who has an order hears so even once the stock is gone.
 	if err := s.notBought(ctx, productID, userID); err != nil {
 		return nil, err
+	}
+	if p.Stock <= 0 {
+		return nil, fmt.Errorf("product %d: %w", productID, ErrSoldOut)
 	}
 	// Steps 3 and 7.
 	err = s.locked(ctx, productID, func(ctx context.Context, token int64) error {
