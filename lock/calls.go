@@ -58,7 +58,7 @@ type releaseResult struct {
 // empty, queues this process under that ticket first (it has more local
 // waiters), so the lock may come straight back to it.
 func (l *Locker) runRelease(ctx context.Context, k keys, owner, requeue string) (releaseResult, error) {
-	v, err := releaseScript.Run(ctx, l.client, k.forTicket(requeue),
+	v, err := releaseScript.Run(ctx, l.client, k.forTicket(owner),
 		owner, l.id, requeue, l.opts.TTL.Milliseconds(), l.opts.entryLease().Milliseconds(), k.channel,
 	).Slice()
 	if err != nil {

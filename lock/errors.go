@@ -7,10 +7,11 @@ import (
 
 var (
 	// ErrNotAcquired means the lock was not obtained: TryAcquire found it
-	// held, or Acquire's wait ended. When the wait ended because a context
-	// ended, the error also matches that context's error, so both
-	// errors.Is(err, ErrNotAcquired) and errors.Is(err, context.Canceled) (or
-	// context.DeadlineExceeded) hold.
+	// held, Acquire's wait ended, or Redis could not be asked. The error
+	// also matches its cause: when the wait ended because a context ended,
+	// both errors.Is(err, ErrNotAcquired) and errors.Is(err,
+	// context.Canceled) (or context.DeadlineExceeded) hold; when Redis
+	// failed, the error matches go-redis's error.
 	ErrNotAcquired = errors.New("lock: not acquired")
 
 	// ErrNotHeld means a Release or Extend found the lock no longer owned by

@@ -27,13 +27,14 @@ type Lock struct {
 	cancels  map[int]context.CancelCauseFunc
 	nextID   int
 
-	// The watchdog is a timer, not a goroutine: nothing runs until a
-	// renewal (or the expiry check) is due, and Release stops it without
+	// The watchdog is two timers, not a goroutine: nothing runs until a
+	// renewal or the deadline is due, and Release stops them without
 	// waiting for another goroutine to be scheduled, which would sit right
-	// in the hand-off to the next holder.
-	timer    *time.Timer
-	failures int            // renewals failed in a row
-	renewing sync.WaitGroup // a renewal in flight
+	// in the hand-off to the next holder. The deadline has its own timer so
+	// that a renewal stuck on the network cannot delay the news of the loss.
+	renewTimer  *time.Timer // nil with renewal disabled
+	expiryTimer *time.Timer
+	failures    int // renewals failed in a row
 }
 
 // newLock starts the watchdog of a lock just won. deadline is a time the
@@ -52,7 +53,10 @@ func (l *Locker) newLock(name, owner string, token int64, deadline time.Time) *L
 		cancels:  make(map[int]context.CancelCauseFunc),
 	}
 	lk.mu.Lock()
-	lk.timer = time.AfterFunc(lk.nextTick(), lk.tick)
+	lk.expiryTimer = time.AfterFunc(time.Until(deadline), lk.expire)
+	if !l.opts.DisableRenewal {
+		lk.renewTimer = time.AfterFunc(lk.nextRenewal(), lk.renew)
+	}
 	lk.mu.Unlock()
 	return lk
 }
@@ -99,8 +103,11 @@ func (lk *Lock) Deadline() time.Time {
 func (lk *Lock) Context(parent context.Context) (ctx context.Context, cancel context.CancelFunc) {
 	ctx, cancelCause := context.WithCancelCause(parent)
 	lk.mu.Lock()
-	if lk.lostErr != nil {
+	if lk.lostErr != nil || lk.released {
 		err := lk.lostErr
+		if err == nil {
+			err = fmt.Errorf("%w: %q was released", ErrNotHeld, lk.name)
+		}
 		lk.mu.Unlock()
 		cancelCause(err)
 		return ctx, func() { cancelCause(context.Canceled) }
@@ -161,11 +168,10 @@ func (lk *Lock) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: %q was already released", ErrNotHeld, lk.name)
 	}
 	lk.released = true
-	lk.timer.Stop()
-	lk.mu.Unlock()
-	lk.renewing.Wait() // a renewal already in flight finishes first
-
-	lk.mu.Lock()
+	lk.stopTimers()
+	// A renewal already in flight may still land: before the release
+	// script it extends a lease about to be deleted, after it it finds no
+	// owner and, the Lock being released, reports nothing.
 	lostErr := lk.lostErr
 	if lostErr == nil && !time.Now().Before(lk.deadline) {
 		lostErr = ErrLeaseLost // ran out; the watchdog had not noticed yet
@@ -190,57 +196,68 @@ func (lk *Lock) Release(ctx context.Context) error {
 	return nil
 }
 
-// nextTick is when the watchdog should next look at the lease: at the
-// next renewal (RenewInterval after the lease was last confirmed, or a
-// short backoff after a failed renewal), and never after the deadline.
+// nextRenewal is how long until the next renewal: RenewInterval after
+// the lease was last confirmed, or a short backoff after a failed renewal.
 // Caller holds lk.mu.
-func (lk *Lock) nextTick() time.Duration {
+func (lk *Lock) nextRenewal() time.Duration {
 	opts := lk.l.opts
-	next := lk.deadline
-	if !opts.DisableRenewal {
-		if lk.failures > 0 {
-			next = time.Now().Add(lk.l.backoff(lk.failures))
-		} else {
-			next = lk.deadline.Add(opts.RenewInterval - opts.TTL)
-		}
-		if next.After(lk.deadline) {
-			next = lk.deadline
-		}
+	if lk.failures > 0 {
+		return lk.l.backoff(lk.failures)
 	}
-	return time.Until(next)
+	return time.Until(lk.deadline.Add(opts.RenewInterval - opts.TTL))
 }
 
-// tick is the watchdog. With renewal on, it extends the lease every
-// RenewInterval; a failed renewal is retried until the lease runs out. It
-// declares the lease lost when a renewal finds another owner, or when the
-// deadline passes without a successful renewal. Being told at once matters
-// more than the renewal itself: a holder that keeps writing after its
-// lease ended is seed 000's open problem.
-func (lk *Lock) tick() {
+func (lk *Lock) stopTimers() {
+	lk.expiryTimer.Stop()
+	if lk.renewTimer != nil {
+		lk.renewTimer.Stop()
+	}
+}
+
+// expire runs at the deadline: unless a renewal moved it meanwhile, the
+// lease is lost, whatever a renewal in flight may still bring. Being told
+// at once matters more than the renewal itself: a holder that keeps writing
+// after its lease ended is seed 000's open problem.
+func (lk *Lock) expire() {
 	lk.mu.Lock()
-	switch {
-	case lk.released || lk.lostErr != nil:
+	if lk.released || lk.lostErr != nil {
 		lk.mu.Unlock()
 		return
-	case lk.l.ctx.Err() != nil:
+	}
+	if d := time.Until(lk.deadline); d > 0 {
+		lk.expiryTimer.Reset(d)
 		lk.mu.Unlock()
-		lk.lose(ErrClosed)
 		return
-	case !time.Now().Before(lk.deadline):
-		lk.mu.Unlock()
-		lk.lose(ErrLeaseLost)
-		return
-	case lk.l.opts.DisableRenewal:
-		lk.timer.Reset(lk.nextTick()) // Extend moved the deadline
+	}
+	lk.mu.Unlock()
+	lk.lose(ErrLeaseLost)
+}
+
+// renew is the watchdog's renewal: it extends the lease every
+// RenewInterval, and retries a failed renewal with backoff until the
+// deadline. A renewal that finds another owner declares the loss.
+func (lk *Lock) renew() {
+	l := lk.l
+	lk.mu.Lock()
+	if lk.released || lk.lostErr != nil {
 		lk.mu.Unlock()
 		return
 	}
 	deadline := lk.deadline
-	lk.renewing.Add(1) // under mu: Release either sees it or stops us first
 	lk.mu.Unlock()
-	defer lk.renewing.Done()
 
-	ctx, cancel := context.WithDeadline(lk.l.ctx, deadline)
+	// Count the renewal as one of the Locker's goroutines, unless Close has
+	// begun (then Close marks this Lock lost).
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.wg.Add(1)
+	l.mu.Unlock()
+	defer l.wg.Done()
+
+	ctx, cancel := context.WithDeadline(l.ctx, deadline)
 	err := lk.Extend(ctx)
 	cancel()
 
@@ -250,12 +267,12 @@ func (lk *Lock) tick() {
 		return // Extend found another owner and declared the loss, or we are done
 	}
 	if err != nil {
-		lk.l.opts.Observer.RenewalFailed(lk.name, err)
+		l.opts.Observer.RenewalFailed(lk.name, err)
 		lk.failures++
 	} else {
 		lk.failures = 0
 	}
-	lk.timer.Reset(lk.nextTick())
+	lk.renewTimer.Reset(lk.nextRenewal())
 }
 
 // lose marks the lease lost, once: close Lost, cancel derived contexts, and
@@ -267,7 +284,7 @@ func (lk *Lock) lose(cause error) {
 		return
 	}
 	lk.lostErr = cause
-	lk.timer.Stop()
+	lk.stopTimers()
 	cancels := lk.cancels
 	lk.cancels = make(map[int]context.CancelCauseFunc)
 	lk.mu.Unlock()

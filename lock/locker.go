@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,23 +99,38 @@ const releaseTimeout = 2 * time.Second
 
 // Close stops the Locker's background work: waiters get ErrClosed, held
 // Locks stop renewing and report ErrClosed through Lost. Release held Locks
-// first. Close waits for every goroutine the Locker started.
+// first. Close takes the process out of every lock's queue (a ticket left
+// queued could be granted to this closed process and block the lock for a
+// whole TTL), and waits for every goroutine the Locker started.
 func (l *Locker) Close() error {
+	type giveUp struct {
+		k      keys
+		ticket string
+	}
 	l.mu.Lock()
 	l.closed = true
 	s := l.sub
 	l.sub = nil
 	var held []*Lock
+	var tickets []giveUp
 	for _, q := range l.queues {
 		if q.holder != nil {
 			held = append(held, q.holder)
 		}
+		for _, t := range append(q.withdraw, q.ticket) {
+			if t != "" {
+				tickets = append(tickets, giveUp{q.k, t})
+			}
+		}
+		q.ticket, q.withdraw, q.pending = "", nil, nil
 	}
 	l.mu.Unlock()
+	for _, g := range tickets {
+		l.cleanup(context.Background(), g.k, g.ticket)
+	}
 	l.cancel()
 	for _, lk := range held {
 		lk.lose(ErrClosed)
-		lk.renewing.Wait()
 	}
 	if s != nil {
 		s.close()
@@ -140,6 +156,9 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool) (*Lock, er
 }
 
 func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool) (lk *Lock, contended bool, err error) {
+	if err := checkName(name); err != nil {
+		return nil, false, err
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -204,7 +223,7 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool) (lk 
 		cancel()
 	}
 	if lastErr != nil && cause != ErrClosed {
-		return nil, true, fmt.Errorf("%w (last Redis error: %v)", notAcquired(name, cause), lastErr)
+		return nil, true, fmt.Errorf("%w (last Redis error: %w)", notAcquired(name, cause), lastErr)
 	}
 	return nil, true, notAcquired(name, cause)
 }
@@ -217,16 +236,15 @@ func (l *Locker) tryOnce(ctx context.Context, q *queue) (*Lock, error) {
 	sent := time.Now()
 	res, err := l.runAcquire(ctx, q.k, ticket, modeNoQueue)
 	if err != nil {
-		if ambiguous(err) {
-			// The script may have run and taken the lock although we never
-			// saw the reply, or may still run (bsm/redislock leaves such a
-			// lock orphaned until its TTL). Fail closed: void the ticket.
-			l.cleanup(ctx, q.k, ticket)
-		}
+		// The script may have run and taken the lock although we never saw
+		// the reply, or may still run: go-redis may also have retried it
+		// and returned only the last attempt's error. (bsm/redislock leaves
+		// such a lock orphaned until its TTL.) Fail closed: void the ticket.
+		l.cleanup(ctx, q.k, ticket)
 		if ctx.Err() != nil {
 			return nil, notAcquired(q.name, ctx.Err())
 		}
-		return nil, fmt.Errorf("lock: acquire %q: %w", q.name, err)
+		return nil, notAcquired(q.name, err)
 	}
 	if res.status != acquired {
 		return nil, nil
@@ -256,10 +274,11 @@ func (l *Locker) Waiting(name string) int {
 	return 0
 }
 
-// ambiguous reports whether err leaves open that the command ran: anything
-// but an error reply from the server (a timeout, a broken connection, a
-// cancelled context).
-func ambiguous(err error) bool {
-	var rerr redis.Error
-	return !errors.As(err, &rerr)
+// checkName refuses names that would break the hash tag: an empty tag, or
+// one cut short, would spread a lock's keys over several Cluster slots.
+func checkName(name string) error {
+	if name == "" || strings.ContainsAny(name, "{}") {
+		return fmt.Errorf("lock: invalid name %q: it must be non-empty and must not contain '{' or '}'", name)
+	}
+	return nil
 }

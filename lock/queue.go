@@ -37,6 +37,14 @@ type queue struct {
 	// checkAt is when the driver next asks Redis itself (the fallback
 	// re-check), if no grant has come by then.
 	checkAt time.Time
+	// pending is a grant to ticket that came when no goroutine waited: the
+	// next one to arrive takes it, or the driver withdraws it.
+	pending *grant
+	// withdraw lists tickets being given up: nobody here wants them any
+	// more, or a call carrying one failed and its fate is unknown. None is
+	// q.ticket, so a grant for one that arrives meanwhile is stale; the
+	// withdraw passes such a grant on.
+	withdraw []string
 
 	driving    bool          // the driver goroutine runs
 	kick       chan struct{} // wakes the driver; capacity 1
@@ -46,6 +54,12 @@ type queue struct {
 
 type waiter struct {
 	ch chan *Lock // capacity 1: receives the lock when it is handed over
+}
+
+type grant struct {
+	ticket   string
+	token    int64
+	deadline time.Time
 }
 
 func (l *Locker) newQueue(name string) *queue {
@@ -85,57 +99,67 @@ func (q *queue) newTicket() string {
 	q.ticket = uuid.NewString()
 	q.ticketSince = time.Now()
 	q.registered = false
+	q.pending = nil
 	return q.ticket
 }
 
-// settle is called under Locker.mu after any change to q: it starts or
-// wakes the driver while someone waits or a ticket is out, and forgets q when
-// nothing is left.
+// dropTicket moves the current ticket to withdrawing, for the driver to
+// give up. Caller holds Locker.mu.
+func (q *queue) dropTicket() {
+	if q.ticket != "" {
+		q.withdraw = append(q.withdraw, q.ticket)
+	}
+	q.ticket, q.registered, q.pending = "", false, nil
+}
+
+// settle is called under Locker.mu after any change to q: it gives a
+// pending grant to a goroutine that arrived, starts or wakes the driver
+// while it has work, and forgets q when nothing is left.
 func (l *Locker) settle(q *queue) {
-	if len(q.waiters) > 0 || q.ticket != "" {
-		if q.driving {
-			q.poke()
-			return
+	if p := q.pending; p != nil && len(q.waiters) > 0 {
+		l.handOff(q, p.ticket, p.token, p.deadline)
+	}
+	if len(q.waiters) > 0 || q.ticket != "" || len(q.withdraw) > 0 {
+		if !q.driving && !l.closed {
+			q.driving = true
+			l.wg.Add(1)
+			go l.drive(q)
 		}
-		if l.closed {
-			return
-		}
-		q.driving = true
-		l.wg.Add(1)
-		go l.drive(q)
+	}
+	if q.driving {
+		q.poke() // also when nothing is left: the driver exits
 		return
 	}
-	if !q.busy() && !q.driving && l.queues[q.name] == q {
+	if !q.busy() && len(q.waiters) == 0 && l.queues[q.name] == q {
 		delete(l.queues, q.name)
 	}
 }
 
-// handOff gives a lock won for ticket to the oldest local waiter. Caller
-// holds Locker.mu and has checked that ticket is q's current ticket.
-// With no waiter left, the grant stays on the ticket and the driver
-// withdraws it, which passes the lock on.
+// handOff gives a lock won for ticket, q's current ticket, to the oldest
+// local waiter; with none, it keeps the grant pending. Caller holds
+// Locker.mu and calls settle afterwards.
 func (l *Locker) handOff(q *queue, ticket string, token int64, deadline time.Time) {
 	if len(q.waiters) == 0 {
-		q.poke()
+		q.pending = &grant{ticket: ticket, token: token, deadline: deadline}
 		return
 	}
 	w := q.waiters[0]
 	q.waiters = q.waiters[1:]
-	q.ticket, q.registered = "", false
+	q.ticket, q.registered, q.pending = "", false, nil
 	lk := l.newLock(q.name, ticket, token, deadline)
 	q.holder = lk
 	w.ch <- lk
-	l.settle(q)
 }
 
 // deliverGrant handles a grant message from the subscription.
 func (l *Locker) deliverGrant(q *queue, ticket string, token int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if q.ticket != ticket || ticket == "" {
-		return // stale: already taken through a reply, or withdrawn
+	if q.ticket != ticket || ticket == "" || q.pending != nil {
+		return // stale: taken through a reply, or given up
 	}
 	l.handOff(q, ticket, token, q.ticketSince.Add(l.opts.TTL))
+	l.settle(q)
 }
 
 // drive contends in Redis for q's waiters. It queues the process under a
@@ -143,7 +167,8 @@ func (l *Locker) deliverGrant(q *queue, ticket string, token int64) {
 // by a release in this process, not here), a kick, or the fallback
 // re-check: the holder's remaining lease or RecheckInterval, whichever is
 // shorter, jittered. Each re-check also refreshes the process's place, so
-// a crashed process drops out of the queue within five intervals.
+// a crashed process drops out of the queue within five intervals. A ticket
+// nobody wants any more is withdrawn before anything else.
 func (l *Locker) drive(q *queue) {
 	defer l.wg.Done()
 	timer := time.NewTimer(time.Hour)
@@ -151,88 +176,13 @@ func (l *Locker) drive(q *queue) {
 	defer timer.Stop()
 	failures := 0
 	for {
-		var wait time.Duration // 0: wait for a kick only
-		l.mu.Lock()
-		switch {
-		case l.closed:
-			q.driving = false
-			l.mu.Unlock()
+		wait, exit := l.driveStep(q, &failures)
+		if exit {
 			return
-
-		case len(q.waiters) == 0 && q.ticket == "":
-			q.driving = false
-			unsub := q.subscribed
-			q.subscribed = false
-			l.settle(q)
-			l.mu.Unlock()
-			if unsub {
-				l.unsubscribe(q)
-			}
-			return
-
-		case len(q.waiters) == 0:
-			// Nobody waits any more: leave the queue, and pass on a grant
-			// that may already have come to the ticket.
-			ticket := q.ticket
-			l.mu.Unlock()
-			ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
-			err := l.runWithdraw(ctx, q.k, ticket)
-			cancel()
-			l.mu.Lock()
-			if err == nil && q.ticket == ticket {
-				q.ticket, q.registered = "", false
-			}
-			l.mu.Unlock()
-			if err == nil {
-				continue // done, or a waiter arrived meanwhile: look again
-			}
-			failures++
-			wait = l.backoff(failures)
-
-		case q.busy():
-			// A goroutine of this process holds the lock (or is trying):
-			// its release queues us and may hand the lock straight over.
-			subscribe := !q.subscribed
-			q.subscribed = true
-			l.mu.Unlock()
-			if subscribe {
-				l.subscribe(q)
-			}
-
-		case q.registered && time.Now().Before(q.checkAt):
-			// Queued, and the re-check is not due: a grant will wake us.
-			wait = time.Until(q.checkAt)
-			l.mu.Unlock()
-
-		default:
-			if q.ticket == "" {
-				q.newTicket()
-			}
-			ticket, mode := q.ticket, modeRegister
-			if q.registered {
-				mode = modeRefresh
-			}
-			subscribe := !q.subscribed
-			q.subscribed = true
-			l.mu.Unlock()
-			if subscribe {
-				// Subscribe before queueing, so the grant message cannot
-				// come before we listen.
-				l.subscribe(q)
-			}
-			sent := time.Now()
-			ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
-			res, err := l.runAcquire(ctx, q.k, ticket, mode)
-			cancel()
-			wait = l.afterAttempt(q, ticket, sent, res, err)
-			if err != nil {
-				failures++
-				wait = l.backoff(failures)
-			} else {
-				failures = 0
-			}
 		}
-
+		if wait < 0 {
+			continue
+		}
 		if wait > 0 {
 			timer.Reset(wait)
 		}
@@ -245,26 +195,116 @@ func (l *Locker) drive(q *queue) {
 	}
 }
 
+// driveStep does one thing for q and says how long to sleep before the
+// next (0: until kicked; -1: at once), or that the driver is done.
+func (l *Locker) driveStep(q *queue, failures *int) (wait time.Duration, exit bool) {
+	l.mu.Lock()
+	if l.closed {
+		q.driving = false // Close withdraws the tickets
+		l.mu.Unlock()
+		return 0, true
+	}
+	if len(q.waiters) == 0 && q.ticket != "" {
+		q.dropTicket()
+	}
+
+	if len(q.withdraw) > 0 {
+		t := q.withdraw[0]
+		l.mu.Unlock()
+		ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
+		err := l.runWithdraw(ctx, q.k, t)
+		cancel()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if err != nil {
+			q.lastErr = err
+			*failures++
+			return l.backoff(*failures), false
+		}
+		q.withdraw = slices.DeleteFunc(q.withdraw, func(s string) bool { return s == t })
+		return -1, false
+	}
+
+	if len(q.waiters) == 0 {
+		q.driving = false
+		unsubscribe := q.subscribed
+		q.subscribed = false
+		l.settle(q)
+		l.mu.Unlock()
+		if unsubscribe {
+			l.unsubscribe(q)
+		}
+		return 0, true
+	}
+
+	if !q.subscribed {
+		// Listen before anything can queue us: a grant published before we
+		// listen would wait for the re-check.
+		q.subscribed = true
+		l.mu.Unlock()
+		l.subscribe(q)
+		return -1, false
+	}
+
+	switch {
+	case q.busy():
+		// A goroutine of this process holds the lock (or is trying): its
+		// release queues us and may hand the lock straight over.
+		l.mu.Unlock()
+		return 0, false
+	case q.pending != nil:
+		l.mu.Unlock()
+		return 0, false // settle hands it over
+	case q.registered && time.Now().Before(q.checkAt):
+		// Queued, and the re-check is not due: a grant will wake us.
+		wait := time.Until(q.checkAt)
+		l.mu.Unlock()
+		return wait, false
+	}
+
+	if q.ticket == "" {
+		q.newTicket()
+	}
+	ticket, mode := q.ticket, modeRegister
+	if q.registered {
+		mode = modeRefresh
+	}
+	l.mu.Unlock()
+	sent := time.Now()
+	ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
+	res, err := l.runAcquire(ctx, q.k, ticket, mode)
+	cancel()
+	if err != nil {
+		*failures++
+	} else {
+		*failures = 0
+	}
+	return l.afterAttempt(q, ticket, sent, res, err, *failures), false
+}
+
 // afterAttempt applies the driver's acquire reply and returns how long to
-// sleep before the next re-check (0: until kicked).
-func (l *Locker) afterAttempt(q *queue, ticket string, sent time.Time, res acquireResult, err error) time.Duration {
+// sleep before the next step.
+func (l *Locker) afterAttempt(q *queue, ticket string, sent time.Time, res acquireResult, err error, failures int) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err != nil {
-		q.lastErr = err
-		return 0
-	}
 	if q.ticket != ticket {
-		return 0 // a grant message got there first
+		return -1 // a grant message got there first, or the ticket was dropped
+	}
+	if err != nil {
+		// The call may have run, or may still run: never reuse a ticket
+		// whose fate is unknown. Give it up and start over with a new one.
+		q.lastErr = err
+		q.dropTicket()
+		return l.backoff(failures)
 	}
 	switch res.status {
 	case acquired:
 		l.handOff(q, ticket, res.token, sent.Add(res.pttl))
+		l.settle(q)
 		return 0
 	case placeLost, voided:
-		q.newTicket()
-		q.poke() // queue again at once, under the new ticket
-		return 0
+		q.newTicket() // queue again at once, under a new ticket
+		return -1
 	}
 	q.registered = true
 	q.ticketSince = sent
@@ -285,7 +325,7 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 	l.mu.Lock()
 	q := l.queues[lk.name]
 	requeue := ""
-	if q != nil && q.holder == lk && len(q.waiters) > 0 && q.ticket == "" {
+	if q != nil && q.holder == lk && len(q.waiters) > 0 && q.ticket == "" && !l.closed {
 		requeue = q.newTicket()
 	}
 	l.mu.Unlock()
@@ -301,13 +341,20 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 	if q.holder == lk {
 		q.holder = nil
 	}
-	if err == nil && requeue != "" && q.ticket == requeue {
+	switch {
+	case err != nil:
+		if requeue != "" && q.ticket == requeue {
+			q.dropTicket() // it may or may not be queued: give it up
+		}
+	case res.granted && res.ticket == q.ticket:
+		l.handOff(q, res.ticket, res.token, sent.Add(res.ttl))
+	case res.granted:
+		// Granted to a ticket of ours that is no longer wanted: pass it on.
+		q.withdraw = append(q.withdraw, res.ticket)
+	case requeue != "" && q.ticket == requeue:
 		q.registered = true
 		q.ticketSince = sent
 		q.checkAt = time.Now().Add(l.jitter(l.opts.RecheckInterval))
-	}
-	if err == nil && res.granted && res.ticket != "" && res.ticket == q.ticket {
-		l.handOff(q, res.ticket, res.token, sent.Add(res.ttl))
 	}
 	l.settle(q)
 	return res.released, err
@@ -332,6 +379,6 @@ func (l *Locker) jitter(d time.Duration) time.Duration {
 // backoff is the wait after the n-th Redis error in a row: doubling from 5 ms,
 // capped at RecheckInterval, jittered.
 func (l *Locker) backoff(n int) time.Duration {
-	d := 5 * time.Millisecond << min(n-1, 10)
+	d := 5 * time.Millisecond << min(max(n-1, 0), 10)
 	return l.jitter(min(d, l.opts.RecheckInterval))
 }

@@ -41,7 +41,12 @@ if not cur then
     redis.call('SET', lock_key, ticket, 'PX', ttl)
     return {1, next_token(), tonumber(ttl)}
   end
-  if gpid == pid and gticket == ticket then
+  if gpid == pid then
+    if gticket ~= ticket then
+      -- An older ticket of ours was still queued: the grant is ours
+      -- either way, and goes to the ticket the caller is waiting on.
+      redis.call('SET', lock_key, ticket, 'PX', gttl)
+    end
     return {1, tok, gttl}
   end
   return {0, 0, gttl}

@@ -5,8 +5,9 @@
 --   KEYS[2] fence    string: the last fencing token issued for this lock
 --   KEYS[3] queue    list:   ids of processes waiting, oldest first
 --   KEYS[4] waiters  hash:   process id -> "<expiry ms> <ttl ms> <ticket>"
---   KEYS[5] void     string: tombstone of the ticket the script is about
---                    (acquire, withdraw): that ticket must never win
+--   KEYS[5] void     string: tombstone of the ticket the script is about:
+--                    one given up (withdraw) or released (release) must
+--                    never win again (acquire refuses it)
 local lock_key, fence_key, queue_key, waiters_key, void_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
 -- The server's clock, read at most once per script. Every expiry is judged
@@ -46,8 +47,13 @@ local function enqueue(pid, ticket, ttl, lease)
     redis.call('RPUSH', queue_key, pid)
   end
   redis.call('HSET', waiters_key, pid, int(now_ms() + lease) .. ' ' .. ttl .. ' ' .. ticket)
-  redis.call('PEXPIRE', queue_key, lease)
-  redis.call('PEXPIRE', waiters_key, lease)
+  -- The queue keys outlive every entry, and are only ever extended: a
+  -- process with a shorter lease must not cut another's short.
+  for _, k in ipairs({queue_key, waiters_key}) do
+    if redis.call('PTTL', k) < lease then
+      redis.call('PEXPIRE', k, lease)
+    end
+  end
 end
 
 -- grant_next hands the free lock to the oldest live waiting process: the

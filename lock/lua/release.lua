@@ -6,14 +6,27 @@
 --           releaser's process has more local waiters
 --   ARGV[4] lease in ms for that ticket   ARGV[5] queue entry lease in ms
 --   ARGV[6] channel for grants
+--   KEYS[5] the owner's tombstone, written when it releases. go-redis runs
+--           a command again when its reply is lost; a second run finds the
+--           tombstone and reports what the first did instead of doing it
+--           twice (queueing the process again under a ticket already
+--           granted would strand that grant).
 -- Returns {released, 1, token, ttl, ticket} when the lock went to a ticket of
 -- the caller's own process, {released, 0, 0, 0, ''} otherwise.
 local owner, pid, requeue, ttl, lease, channel =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
 
+local cur = redis.call('GET', lock_key)
+if cur ~= owner and redis.call('EXISTS', void_key) == 1 then
+  if requeue ~= '' and cur == requeue then
+    return {1, 1, tonumber(redis.call('GET', fence_key)), redis.call('PTTL', lock_key), requeue}
+  end
+  return {1, 0, 0, 0, ''}
+end
 local released = 0
-if redis.call('GET', lock_key) == owner then
+if cur == owner then
   redis.call('DEL', lock_key)
+  redis.call('SET', void_key, '1', 'PX', ttl)
   released = 1
 end
 if requeue ~= '' then

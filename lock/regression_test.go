@@ -1,0 +1,418 @@
+package lock_test
+
+// Regression tests for bugs an independent review of the lock found. Each
+// failed before its fix, deterministically: the interleaving is forced
+// with delayed or dropped packets, not hoped for.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-ref/seckill/internal/redistest"
+	"github.com/seckill-ref/seckill/lock"
+)
+
+// Found in review: After a hand-off between two goroutines of one Locker the
+// driver goroutine is parked in drive's "q.busy()" case with no timer, and
+// nothing ever kicks it: release() and leaseEnded() call settle(), whose
+// last branch does nothing while q.driving is true. The queue therefore
+// stays in Locker.queues forever (with its goroutine and its Pub/Sub
+// channel), and every later TryAcquire of that name in this process fails
+// with "held or awaited in this process" although the lock is free.
+func TestQueueForgottenAfterLocalHandOff(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	l := newLocker(t, srv, lock.Options{})
+	ctx := context.Background()
+	channel := lockKey("res") + ":grant"
+
+	first := mustAcquire(t, l, "res")
+	got := make(chan *lock.Lock, 1)
+	go func() {
+		lk, err := l.Acquire(ctx, "res")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lk
+	}()
+	waitQueued(t, l, "res", 1)
+	// The driver has run its first iteration (it subscribes in the busy case).
+	eventually(t, 5*time.Second, "the driver to subscribe", func() bool {
+		return c.PubSubNumSub(ctx, channel).Val()[channel] == 1
+	})
+	release(t, first) // hands over in-process, through the release reply
+	second := <-got
+	if second == nil {
+		t.FailNow()
+	}
+	release(t, second) // nobody waits, nobody holds: the lock is free
+
+	deadline := time.Now().Add(time.Second)
+	for {
+		lk, err := l.TryAcquire(ctx, "res")
+		if err == nil {
+			release(t, lk)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("1s after the last Release of a free lock: TryAcquire = %v; GET lock = %q; still subscribed to %d channel(s)",
+				err, c.Get(ctx, lockKey("res")).Val(), c.PubSubNumSub(ctx, channel).Val()[channel])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Found in review: Close stops the driver without withdrawing the ticket
+// the process is queued under. A release by another process within the
+// entry's lease (5 x RecheckInterval) grants the lock to that dead ticket,
+// and the lock is stuck for a full TTL although its holder shut down
+// cleanly.
+func TestCloseWithdrawsQueuedTicket(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	ctx := context.Background()
+	a := newLocker(t, srv, lock.Options{})
+	b := newLocker(t, srv, lock.Options{RecheckInterval: time.Second, WaitTimeout: -1})
+	other := newLocker(t, srv, lock.Options{})
+
+	lkA := mustAcquire(t, a, "res")
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(ctx, "res")
+		done <- err
+	}()
+	eventually(t, 5*time.Second, "b to queue in Redis", func() bool {
+		return c.LLen(ctx, lockKey("res")+":queue").Val() == 1
+	})
+	if err := b.Close(); err != nil { // graceful shutdown of process b
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, lock.ErrClosed) {
+		t.Fatalf("b's Acquire = %v, want ErrClosed", err)
+	}
+	release(t, lkA)
+
+	lk, err := other.TryAcquire(ctx, "res")
+	if err != nil {
+		t.Fatalf("after a clean Close of the only waiter and the holder's Release, TryAcquire = %v; "+
+			"the lock is held by %q (PTTL %v): a ticket of the closed Locker", err,
+			c.Get(ctx, lockKey("res")).Val(), c.PTTL(ctx, lockKey("res")).Val())
+	}
+	release(t, lk)
+}
+
+// Found in review: The driver withdraws its ticket when the
+// last local waiter leaves, but q.ticket stays set while the withdraw is in
+// flight. A goroutine that calls Acquire meanwhile is queued locally, and a
+// grant for that ticket that arrives meanwhile is handed to it by
+// deliverGrant. The withdraw then lands, finds the lock held by the ticket,
+// deletes it and passes it on: the new local holder's Lock is live (Lost not
+// closed, Err nil) while Redis has given the lock to somebody else.
+//
+// The withdraw is delayed on the network (150 ms, like the existing
+// TestLateAcquireAfterCleanupIsRefused), which makes the interleaving
+// deterministic.
+func TestGrantDuringWithdrawIsNotHandedOut(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	loadScripts(t, admin)
+
+	var armed atomic.Bool
+	pc := redis.NewClient(&redis.Options{
+		Addr: srv.Addr(),
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &delayedConn{Conn: conn, armed: &armed, delay: 300 * time.Millisecond}, nil
+		},
+	})
+	defer pc.Close()
+	p, err := lock.New(pc, lock.Options{RecheckInterval: time.Minute, WaitTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	q := newLocker(t, srv, lock.Options{})
+	r := newLocker(t, srv, lock.Options{})
+
+	lkQ := mustAcquire(t, q, "res")
+
+	// W1 of process p waits; p's driver queues p under ticket T.
+	ctx1, cancel1 := context.WithCancel(ctx)
+	w1 := make(chan error, 1)
+	go func() {
+		_, err := p.Acquire(ctx1, "res")
+		w1 <- err
+	}()
+	channel := lockKey("res") + ":grant"
+	eventually(t, 5*time.Second, "p to queue and subscribe", func() bool {
+		return admin.LLen(ctx, lockKey("res")+":queue").Val() == 1 &&
+			admin.PubSubNumSub(ctx, channel).Val()[channel] == 1
+	})
+
+	// W1 gives up: the driver sends withdraw(T); its packet is delayed.
+	entry := admin.HGetAll(ctx, lockKey("res")+":waiters").Val()
+	if len(entry) != 1 {
+		t.Fatalf("waiters = %v, want p's one entry", entry)
+	}
+	var ticketT string
+	for _, v := range entry {
+		ticketT = v[strings.LastIndexByte(v, ' ')+1:]
+	}
+	armed.Store(true)
+	cancel1()
+	if err := <-w1; !errors.Is(err, context.Canceled) {
+		t.Fatalf("W1: %v", err)
+	}
+	eventually(t, 5*time.Second, "the driver to send the withdraw", func() bool { return !armed.Load() })
+	// W2 arrives while the withdraw is in flight: queued locally.
+	w2 := make(chan *lock.Lock, 1)
+	go func() {
+		lk, err := p.Acquire(ctx, "res")
+		if err != nil {
+			t.Error(err)
+		}
+		w2 <- lk
+	}()
+	waitQueued(t, p, "res", 1)
+	// q releases: Redis grants the lock to T (still queued) and publishes.
+	release(t, lkQ)
+	var lkP *lock.Lock
+	select {
+	case lkP = <-w2:
+	case <-time.After(5 * time.Second):
+		t.Fatal("W2 did not get the lock")
+	}
+	if lkP == nil {
+		t.FailNow()
+	}
+	defer func() { _ = lkP.Release(ctx) }()
+
+	// Whatever the order in which the delayed withdraw(T), the grant to T
+	// and W2's own registration land, W2's Lock must be the one Redis
+	// holds, and nobody else may get in.
+	eventually(t, 5*time.Second, "the delayed withdraw(T) to land", func() bool {
+		return admin.Exists(ctx, lockKey("res")+":void:"+ticketT).Val() == 1
+	})
+	if got := admin.Get(ctx, lockKey("res")).Val(); got != lkP.Owner() {
+		t.Fatalf("W2's live Lock %q is not the lock's owner in Redis (%q)", lkP.Owner(), got)
+	}
+	if lkR, err := r.TryAcquire(ctx, "res"); err == nil {
+		_ = lkR.Release(ctx)
+		t.Fatalf("two holders: W2 holds %q (token %d) and r got %q (token %d)", lkP.Owner(), lkP.Token(), lkR.Owner(), lkR.Token())
+	}
+}
+
+// loadScripts puts the lock's scripts in the server's script cache, so that
+// an EVALSHA is not answered NOSCRIPT and retried as EVAL (which would
+// bypass the delayed write).
+func loadScripts(t *testing.T, c *redis.Client) {
+	t.Helper()
+	common, err := os.ReadFile("lua/common.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"acquire", "release", "withdraw"} {
+		body, err := os.ReadFile("lua/" + f + ".lua")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ScriptLoad(context.Background(), string(common)+string(body)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	extend, err := os.ReadFile("lua/extend.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ScriptLoad(context.Background(), string(extend)).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Found in review: The watchdog checks the deadline only between renewals:
+// tick runs Extend synchronously, and Extend's context deadline (the lease
+// deadline) is ignored by go-redis for socket I/O unless the client sets
+// ContextTimeoutEnabled (the default client waits ReadTimeout, 3 s). While
+// a renewal hangs on this client's connection, the lease runs out in
+// Redis, another process acquires, and this Lock still reports nothing:
+// Lost open, Err nil, contexts live, past its own Deadline.
+func TestLossReportedWhileRenewalHangs(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	loadScripts(t, admin)
+
+	var armed atomic.Bool
+	hc := redis.NewClient(&redis.Options{
+		Addr: srv.Addr(),
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &delayedConn{Conn: conn, armed: &armed, delay: time.Second}, nil
+		},
+	})
+	defer hc.Close()
+	const ttl = 300 * time.Millisecond
+	holder, err := lock.New(hc, lock.Options{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	other := newLocker(t, srv, lock.Options{})
+
+	lk := mustAcquire(t, holder, "res")
+	lctx, cancel := lk.Context(ctx)
+	defer cancel()
+	armed.Store(true) // the first renewal (after TTL/3) is delayed 1 s on the network
+
+	awaitExpired(t, admin, lockKey("res"), 5*time.Second)
+	lkO, err := other.TryAcquire(ctx, "res")
+	if err != nil {
+		t.Fatalf("other.TryAcquire after the holder's lease ran out: %v", err)
+	}
+	defer func() { _ = lkO.Release(ctx) }()
+	select {
+	case <-lk.Lost():
+	case <-time.After(time.Until(lk.Deadline()) + 100*time.Millisecond):
+		t.Fatalf("two holders: other holds token %d; the holder's Deadline passed %v ago, yet Lost is open, Err = %v, ctx.Err = %v",
+			lkO.Token(), time.Since(lk.Deadline()).Round(time.Millisecond), lk.Err(), lctx.Err())
+	}
+}
+
+// Found in review: Release sets lk.cancels to nil; Context on a
+// released Lock (that was not lost) then writes to a nil map and panics.
+func TestContextAfterRelease(t *testing.T) {
+	srv := redistest.Start(t)
+	l := newLocker(t, srv, lock.Options{})
+	lk := mustAcquire(t, l, "res")
+	release(t, lk)
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("Lock.Context after Release panicked: %v", r)
+		}
+	}()
+	ctx, cancel := lk.Context(context.Background())
+	defer cancel()
+	_ = ctx
+}
+
+// Found in review: go-redis retries a command whose reply was lost to a
+// broken connection (io.EOF: shouldRetry is true, MaxRetries defaults to 3),
+// and EVALSHA is not exempt. The release script is not idempotent: run
+// twice, the second run finds the lock already granted to the requeue
+// ticket T, and enqueues this process again under T. Release reports
+// ErrNotHeld although it released (ErrNotHeld promises "Nothing was
+// changed"), and the stale queue entry (pid, T) survives the hand-off: the
+// next release of the lock grants it to T again, silently (a grant to the
+// caller's own process is not published), and nobody consumes it: the lock
+// is stuck for a full TTL.
+func TestRetriedReleaseIsIdempotent(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	loadScripts(t, admin)
+
+	var armed atomic.Bool
+	pc := redis.NewClient(&redis.Options{
+		Addr: srv.Addr(), // default MaxRetries: 3
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &replyDropConn{Conn: conn, armed: &armed}, nil
+		},
+	})
+	defer pc.Close()
+	p, err := lock.New(pc, lock.Options{RecheckInterval: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	other := newLocker(t, srv, lock.Options{})
+	channel := lockKey("res") + ":grant"
+
+	g1 := mustAcquire(t, p, "res")
+	got := make(chan *lock.Lock, 1)
+	go func() {
+		lk, err := p.Acquire(ctx, "res")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lk
+	}()
+	waitQueued(t, p, "res", 1)
+	eventually(t, 5*time.Second, "the driver to subscribe", func() bool {
+		return admin.PubSubNumSub(ctx, channel).Val()[channel] == 1
+	})
+
+	armed.Store(true) // the reply to the next command written is lost
+	if err := g1.Release(ctx); err != nil {
+		t.Errorf("g1.Release, retried by go-redis after its reply was lost = %v, want nil: the first run released", err)
+	}
+	var g2 *lock.Lock
+	select {
+	case g2 = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("g2 never got the lock")
+	}
+	if g2 == nil {
+		t.FailNow()
+	}
+	t.Logf("queue after the hand-off: %v %v", admin.LRange(ctx, lockKey("res")+":queue", 0, -1).Val(), admin.HGetAll(ctx, lockKey("res")+":waiters").Val())
+	if err := g2.Release(ctx); err != nil {
+		t.Errorf("g2.Release: %v", err)
+	}
+	lk, err := other.TryAcquire(ctx, "res")
+	if err != nil {
+		t.Fatalf("after the last holder released, TryAcquire = %v; the lock is held by %q (g2 was %q) for PTTL %v",
+			err, admin.Get(ctx, lockKey("res")).Val(), g2.Owner(), admin.PTTL(ctx, lockKey("res")).Val())
+	}
+	release(t, lk)
+}
+
+// replyDropConn, once armed, lets the next command written on it reach the
+// server and run, then breaks the connection instead of returning the
+// reply, as a connection reset right after the server answered would.
+type replyDropConn struct {
+	net.Conn
+	armed *atomic.Bool
+	drop  atomic.Bool
+}
+
+func (c *replyDropConn) Write(p []byte) (int, error) {
+	if c.armed.CompareAndSwap(true, false) {
+		c.drop.Store(true)
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *replyDropConn) Read(p []byte) (int, error) {
+	if !c.drop.Load() {
+		return c.Conn.Read(p)
+	}
+	_, err := c.Conn.Read(p) // the reply arrives: the command ran
+	_ = c.Conn.Close()
+	if err == nil {
+		err = io.EOF
+	}
+	return 0, err
+}
