@@ -5,12 +5,14 @@ package lock_test
 // with delayed or dropped packets, not hoped for.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -415,4 +417,125 @@ func (c *replyDropConn) Read(p []byte) (int, error) {
 		err = io.EOF
 	}
 	return 0, err
+}
+
+// Found in review: the subscription had no health check. A connection that
+// dies without a FIN (a peer gone, a NAT timeout) looks silent, and every
+// grant would then wait for the re-check, here a minute away. The health
+// check pings a silent subscription and replaces it when the ping goes
+// unanswered.
+func TestSilentSubscriptionIsReplaced(t *testing.T) {
+	defer lock.SetHealthInterval(100 * time.Millisecond)()
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	var mu sync.Mutex
+	var conns []*silenceableConn
+	wc := redis.NewClient(&redis.Options{
+		Addr: srv.Addr(),
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			sc := &silenceableConn{Conn: conn}
+			mu.Lock()
+			conns = append(conns, sc)
+			mu.Unlock()
+			return sc, nil
+		},
+	})
+	defer wc.Close()
+	waiter, err := lock.New(wc, lock.Options{RecheckInterval: time.Minute, WaitTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	holder := newLocker(t, srv, lock.Options{})
+
+	lk := mustAcquire(t, holder, "res")
+	got := make(chan error, 1)
+	go func() {
+		wlk, err := waiter.Acquire(ctx, "res")
+		if err == nil {
+			err = wlk.Release(ctx)
+		}
+		got <- err
+	}()
+	channel := lockKey("res") + ":grant"
+	eventually(t, 5*time.Second, "the waiter to queue and subscribe", func() bool {
+		return admin.LLen(ctx, lockKey("res")+":queue").Val() == 1 &&
+			admin.PubSubNumSub(ctx, channel).Val()[channel] == 1
+	})
+	before := pubsubClientIDs(t, admin)
+	// The waiter's Pub/Sub connection goes silent: messages stop arriving,
+	// though nothing is closed.
+	mu.Lock()
+	for _, c := range conns {
+		if c.pubsub.Load() {
+			c.silent.Store(true)
+		}
+	}
+	mu.Unlock()
+	eventually(t, 5*time.Second, "the waiter to replace its silent subscription", func() bool {
+		ids := pubsubClientIDs(t, admin)
+		for id := range ids {
+			if !before[id] {
+				return admin.PubSubNumSub(ctx, channel).Val()[channel] >= 1
+			}
+		}
+		return false
+	})
+	release(t, lk)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the grant did not reach the waiter through its new subscription")
+	}
+}
+
+// pubsubClientIDs are the ids of the server's Pub/Sub connections.
+func pubsubClientIDs(t *testing.T, c *redis.Client) map[string]bool {
+	t.Helper()
+	ids := map[string]bool{}
+	for _, line := range strings.Split(c.ClientList(context.Background()).Val(), "\n") {
+		if !strings.Contains(line, "cmd=subscribe") && !strings.Contains(line, "sub=1") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if id, ok := strings.CutPrefix(f, "id="); ok {
+				ids[id] = true
+			}
+		}
+	}
+	return ids
+}
+
+// silenceableConn, once silent, swallows everything it reads: to its user
+// the peer has gone quiet, and reads end only at their deadline. It notes
+// whether it carries a subscription.
+type silenceableConn struct {
+	net.Conn
+	silent atomic.Bool
+	pubsub atomic.Bool
+}
+
+func (c *silenceableConn) Write(p []byte) (int, error) {
+	if bytes.Contains(bytes.ToLower(p), []byte("subscribe")) {
+		c.pubsub.Store(true)
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *silenceableConn) Read(p []byte) (int, error) {
+	for {
+		n, err := c.Conn.Read(p)
+		if !c.silent.Load() || err != nil {
+			return n, err
+		}
+	}
 }

@@ -2,6 +2,8 @@ package lock
 
 import (
 	"context"
+	"errors"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -9,15 +11,25 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// healthInterval is how long the subscription may stay silent before it is
+// pinged; a ping unanswered for as long again means the connection is dead
+// (a peer gone without a FIN), and it is replaced.
+var healthInterval = 5 * time.Second
+
 // subscriber is the process's one Pub/Sub connection. It listens on the
 // channels of the locks that goroutines of this process wait for, and ends
 // when nobody waits. Redisson also shares one subscription per lock and
 // process; a subscription per waiting goroutine would cost a connection
 // each.
 type subscriber struct {
-	ps       *redis.PubSub
-	channels map[string]*subChannel // guarded by Locker.mu
+	channels map[string]*subChannel // wanted channels; guarded by Locker.mu
 	done     chan struct{}          // closed when the receive loop has ended
+
+	// opMu serialises SUBSCRIBE, UNSUBSCRIBE and reconnections. Each sends
+	// what the channel map says at that moment, so whatever the order in
+	// which goroutines race, the last command sent matches the wanted state.
+	opMu sync.Mutex
+	ps   *redis.PubSub // replaced on reconnection; guarded by opMu
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -57,7 +69,7 @@ func (l *Locker) subscribe(q *queue) {
 
 	ctx, cancel := context.WithTimeout(l.ctx, l.opts.RecheckInterval)
 	defer cancel()
-	if err := s.ps.Subscribe(ctx, q.k.channel); err != nil {
+	if err := l.syncChannel(ctx, s, q.k.channel); err != nil {
 		return // the re-check covers what the subscription would have told us
 	}
 	select {
@@ -88,36 +100,88 @@ func (l *Locker) unsubscribe(q *queue) {
 	}
 	ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
 	defer cancel()
-	_ = s.ps.Unsubscribe(ctx, q.k.channel)
+	_ = l.syncChannel(ctx, s, q.k.channel)
+}
+
+// syncChannel sends SUBSCRIBE or UNSUBSCRIBE for ch, whichever the channel
+// map wants now.
+func (l *Locker) syncChannel(ctx context.Context, s *subscriber, ch string) error {
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	l.mu.Lock()
+	_, want := s.channels[ch]
+	l.mu.Unlock()
+	if want {
+		return s.ps.Subscribe(ctx, ch)
+	}
+	return s.ps.Unsubscribe(ctx, ch)
+}
+
+// reconnect replaces a connection found dead with a new one subscribed to
+// every wanted channel.
+func (l *Locker) reconnect(s *subscriber) {
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	select {
+	case <-s.closing:
+		return
+	default:
+	}
+	l.mu.Lock()
+	chans := make([]string, 0, len(s.channels))
+	for ch := range s.channels {
+		chans = append(chans, ch)
+	}
+	l.mu.Unlock()
+	old := s.ps
+	s.ps = l.client.Subscribe(l.ctx, chans...)
+	_ = old.Close()
 }
 
 // close ends the connection and waits for the receive loop to end.
 func (s *subscriber) close() {
 	s.closeOnce.Do(func() {
 		close(s.closing)
+		s.opMu.Lock()
 		_ = s.ps.Close()
+		s.opMu.Unlock()
 	})
 	<-s.done
 }
 
 // receive reads the subscription until it is closed. go-redis reconnects
-// and resubscribes after a connection error; messages published meanwhile
+// and resubscribes after a connection error it sees; a connection that
+// silently died is found by the health check. Messages published meanwhile
 // are lost, which the waiters' re-checks make up for.
 func (l *Locker) receive(s *subscriber) {
 	defer l.wg.Done()
 	defer close(s.done)
 	prefix := l.id + " "
 	failures := 0
+	pinged := false
 	for {
-		msg, err := s.ps.Receive(l.ctx)
-		if err != nil {
-			select {
-			case <-s.closing:
-				return
-			case <-l.ctx.Done():
-				return
-			default:
+		s.opMu.Lock()
+		ps := s.ps
+		s.opMu.Unlock()
+		msg, err := ps.ReceiveTimeout(l.ctx, healthInterval)
+		select {
+		case <-s.closing:
+			return
+		case <-l.ctx.Done():
+			return
+		default:
+		}
+		var nerr net.Error
+		switch {
+		case err != nil && errors.As(err, &nerr) && nerr.Timeout():
+			if pinged {
+				l.reconnect(s) // silent for a whole interval after a ping
+				pinged = false
+				continue
 			}
+			pinged = ps.Ping(l.ctx) == nil
+			continue
+		case err != nil:
 			failures++
 			t := time.NewTimer(l.backoff(failures))
 			select {
@@ -131,7 +195,7 @@ func (l *Locker) receive(s *subscriber) {
 			}
 			continue
 		}
-		failures = 0
+		failures, pinged = 0, false
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind != "subscribe" {
