@@ -1,7 +1,8 @@
 // Package lock is a Redis distributed lock with fencing tokens, lease
 // renewal and queued hand-off, built on github.com/redis/go-redis/v9. It
-// works with anything behind a redis.UniversalClient: one server, Sentinel,
-// or Cluster.
+// works with anything behind a redis.UniversalClient (one server, Sentinel,
+// or Cluster; New), and over several independent masters (Redlock;
+// NewRedlock).
 //
 //	locker, err := lock.New(client, lock.Options{})
 //	...
@@ -126,17 +127,29 @@
 //	lock:{name}:void:ID  tombstone of a ticket given up (expires with the lease)
 //	lock:{name}:grant    the channel grants are published on
 //
-// # What this does not guarantee
+// # Failures of Redis itself: replica acknowledgement, Redlock
 //
 // A single Redis deployment can lose a lock: a restart without persistence,
-// or a failover to a replica that had not yet received the lock (seeds 001,
-// 004). Then two clients can hold "the lock" at once. The fencing token is
-// what keeps the protected resource safe in that case, provided the
-// resource checks it. Tokens survive the counter's loss only if the server
-// clock did not step back by more than the restart took.
+// or a failover to a replica that had not yet received it (seeds 001,
+// 004). Then two clients can hold "the lock" at once. Two options narrow
+// that, and one thing makes it harmless:
+//
+//   - Options.WaitReplicas (Redisson's answer for a master with replicas):
+//     every acquisition is confirmed with WAIT on the replicas, or fails
+//     with ErrNotReplicated. A failover then finds the lock on the
+//     replicas that acknowledged it.
+//   - NewRedlock: the lock lives on a quorum of independent masters, so a
+//     minority of them can fail or restart empty. See NewRedlock for the
+//     algorithm and for what it does not guarantee.
+//   - The fencing token, provided the resource checks it. Tokens survive
+//     the loss of the counter as long as the clock of the server that
+//     issues the next token is not behind the clock of the one that
+//     issued the last by more than the restart or failover took.
+//
+// # What this does not guarantee
 //
 // The deadline a Lock computes assumes that this process's clock and the
-// server's run at about the same rate; it does not assume they agree on the
+// servers' run at about the same rate; it does not assume they agree on the
 // time. A process paused longer than its lease learns of the loss only when
 // it runs again: the fence, not the lock, stops its late writes.
 package lock

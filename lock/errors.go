@@ -24,6 +24,11 @@ var (
 	// renewal succeeded. It matches ErrNotHeld.
 	ErrLeaseLost = fmt.Errorf("%w: lease lost", ErrNotHeld)
 
+	// ErrNotReplicated means the lock was taken on the master but too few
+	// replicas acknowledged it in time (Options.WaitReplicas), so it was
+	// released again. It matches ErrNotAcquired.
+	ErrNotReplicated = fmt.Errorf("%w: too few replicas acknowledged", ErrNotAcquired)
+
 	// ErrClosed is returned by a Locker after Close.
 	ErrClosed = errors.New("lock: locker closed")
 )

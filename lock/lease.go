@@ -137,8 +137,7 @@ func (lk *Lock) Extend(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sent := time.Now()
-	ok, err := lk.l.runExtend(ctx, lk.k, lk.owner)
+	deadline, ok, err := lk.l.b.extend(ctx, lk.k, lk.owner)
 	if err != nil {
 		return fmt.Errorf("lock: extend %q: %w", lk.name, err)
 	}
@@ -146,12 +145,17 @@ func (lk *Lock) Extend(ctx context.Context) error {
 		lk.lose(ErrLeaseLost)
 		return fmt.Errorf("%w: %q", ErrNotHeld, lk.name)
 	}
+	lk.extended(deadline)
+	return nil
+}
+
+// extended moves the lease's deadline forward to d (never back).
+func (lk *Lock) extended(d time.Time) {
 	lk.mu.Lock()
-	if d := sent.Add(lk.l.opts.TTL); d.After(lk.deadline) {
+	if d.After(lk.deadline) {
 		lk.deadline = d
 	}
 	lk.mu.Unlock()
-	return nil
 }
 
 // Release deletes the lock if this acquisition still owns it (compare and

@@ -19,9 +19,9 @@ import (
 // process contends in Redis, and one subscription per process carries the
 // hand-off messages.
 type Locker struct {
-	client redis.UniversalClient
-	opts   Options
-	id     string // this process's identity in the locks' wait queues
+	b    backend
+	opts Options
+	id   string // this process's identity in the locks' wait queues
 
 	ctx    context.Context // ends at Close: stops drivers, watchdogs, the subscription
 	cancel context.CancelFunc
@@ -29,25 +29,34 @@ type Locker struct {
 
 	mu     sync.Mutex
 	queues map[string]*queue // by lock name; present while held, awaited or queued here
-	sub    *subscriber
+	subs   []*subscriber     // one per backend subscriber client, nil while unused
 	closed bool
 }
 
-// New returns a Locker using client. It checks opts but does not contact
-// Redis.
+// New returns a Locker whose locks live in the Redis deployment behind
+// client. It checks opts but does not contact Redis.
 func New(client redis.UniversalClient, opts Options) (*Locker, error) {
+	return newLocker(opts, func(o Options, id string) backend {
+		return &single{client: client, opts: o, id: id}
+	})
+}
+
+func newLocker(opts Options, mk func(Options, string) backend) (*Locker, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	id := uuid.NewString()
+	b := mk(opts, id)
 	return &Locker{
-		client: client,
+		b:      b,
 		opts:   opts,
-		id:     uuid.NewString(),
+		id:     id,
 		ctx:    ctx,
 		cancel: cancel,
 		queues: make(map[string]*queue),
+		subs:   make([]*subscriber, len(b.subscribers())),
 	}, nil
 }
 
@@ -109,8 +118,8 @@ func (l *Locker) Close() error {
 	}
 	l.mu.Lock()
 	l.closed = true
-	s := l.sub
-	l.sub = nil
+	subs := l.subs
+	l.subs = make([]*subscriber, len(subs))
 	var held []*Lock
 	var tickets []giveUp
 	for _, q := range l.queues {
@@ -132,10 +141,15 @@ func (l *Locker) Close() error {
 	for _, lk := range held {
 		lk.lose(ErrClosed)
 	}
-	if s != nil {
-		s.close()
+	for _, s := range subs {
+		if s != nil {
+			s.close()
+		}
 	}
 	l.wg.Wait()
+	if c, ok := l.b.(interface{ close() }); ok {
+		c.close()
+	}
 	return nil
 }
 
@@ -147,6 +161,13 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool) (*Lock, er
 		defer cancel()
 	}
 	lk, contended, err := l.acquireOrWait(ctx, name, wait)
+	if err == nil {
+		if err = l.b.confirm(ctx, lk); err != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+			_ = lk.Release(rctx)
+			cancel()
+		}
+	}
 	if err != nil {
 		l.opts.Observer.AcquireFailed(name, time.Since(start), err)
 		return nil, err
@@ -233,8 +254,7 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool) (lk 
 // lock is taken.
 func (l *Locker) tryOnce(ctx context.Context, q *queue) (*Lock, error) {
 	ticket := uuid.NewString()
-	sent := time.Now()
-	res, err := l.runAcquire(ctx, q.k, ticket, modeNoQueue)
+	res, err := l.b.acquire(ctx, q.k, ticket, modeNoQueue)
 	if err != nil {
 		// The script may have run and taken the lock although we never saw
 		// the reply, or may still run: go-redis may also have retried it
@@ -251,7 +271,7 @@ func (l *Locker) tryOnce(ctx context.Context, q *queue) (*Lock, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.newLock(q.name, ticket, res.token, sent.Add(res.pttl)), nil
+	return l.newLock(q.name, ticket, res.token, res.deadline), nil
 }
 
 // cleanup voids ticket: deletes the lock if ticket owns it (passing it to
@@ -260,7 +280,7 @@ func (l *Locker) tryOnce(ctx context.Context, q *queue) (*Lock, error) {
 func (l *Locker) cleanup(ctx context.Context, k keys, ticket string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	_ = l.runWithdraw(cctx, k, ticket)
+	_ = l.b.withdraw(cctx, k, ticket)
 }
 
 // Waiting reports how many goroutines of this Locker wait for the lock

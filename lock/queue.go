@@ -140,6 +140,8 @@ func (l *Locker) settle(q *queue) {
 // Locker.mu and calls settle afterwards.
 func (l *Locker) handOff(q *queue, ticket string, token int64, deadline time.Time) {
 	if len(q.waiters) == 0 {
+		// Kept on q.ticket, so that the driver withdraws it if nobody comes.
+		q.ticket = ticket
 		q.pending = &grant{ticket: ticket, token: token, deadline: deadline}
 		return
 	}
@@ -212,7 +214,7 @@ func (l *Locker) driveStep(q *queue, failures *int) (wait time.Duration, exit bo
 		t := q.withdraw[0]
 		l.mu.Unlock()
 		ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
-		err := l.runWithdraw(ctx, q.k, t)
+		err := l.b.withdraw(ctx, q.k, t)
 		cancel()
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -249,12 +251,16 @@ func (l *Locker) driveStep(q *queue, failures *int) (wait time.Duration, exit bo
 	switch {
 	case q.busy():
 		// A goroutine of this process holds the lock (or is trying): its
-		// release queues us and may hand the lock straight over.
+		// release queues us and may hand the lock straight over (or, in
+		// Redlock mode, wakes us).
 		l.mu.Unlock()
 		return 0, false
 	case q.pending != nil:
 		l.mu.Unlock()
 		return 0, false // settle hands it over
+	case !l.b.handsOver():
+		l.mu.Unlock()
+		return l.retry(q, failures), false
 	case q.registered && time.Now().Before(q.checkAt):
 		// Queued, and the re-check is not due: a grant will wake us.
 		wait := time.Until(q.checkAt)
@@ -272,7 +278,7 @@ func (l *Locker) driveStep(q *queue, failures *int) (wait time.Duration, exit bo
 	l.mu.Unlock()
 	sent := time.Now()
 	ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
-	res, err := l.runAcquire(ctx, q.k, ticket, mode)
+	res, err := l.b.acquire(ctx, q.k, ticket, mode)
 	cancel()
 	if err != nil {
 		*failures++
@@ -299,7 +305,7 @@ func (l *Locker) afterAttempt(q *queue, ticket string, sent time.Time, res acqui
 	}
 	switch res.status {
 	case acquired:
-		l.handOff(q, ticket, res.token, sent.Add(res.pttl))
+		l.handOff(q, ticket, res.token, res.deadline)
 		l.settle(q)
 		return 0
 	case placeLost, voided:
@@ -308,13 +314,44 @@ func (l *Locker) afterAttempt(q *queue, ticket string, sent time.Time, res acqui
 	}
 	q.registered = true
 	q.ticketSince = sent
-	wait := l.jitter(l.opts.RecheckInterval)
-	if res.pttl > 0 && res.pttl < l.opts.RecheckInterval {
-		// The holder's lease runs out first: look again right after it.
-		wait = res.pttl + time.Millisecond + rand.N(res.pttl/4+time.Millisecond)
-	}
+	wait := l.recheckIn(res.retryIn)
 	q.checkAt = time.Now().Add(wait)
 	return wait
+}
+
+// recheckIn is when a waiting process looks again by itself: right after
+// the holder's remaining lease if that is shorter, else after
+// RecheckInterval, jittered either way.
+func (l *Locker) recheckIn(holderLease time.Duration) time.Duration {
+	if holderLease > 0 && holderLease < l.opts.RecheckInterval {
+		return holderLease + time.Millisecond + rand.N(holderLease/4+time.Millisecond)
+	}
+	return l.jitter(l.opts.RecheckInterval)
+}
+
+// retry is the driver's step for a backend that does not hand over
+// (Redlock): try with a fresh ticket, and on failure sleep until a release
+// wakes us or the re-check is due. The backend has already undone a failed
+// attempt on every node.
+func (l *Locker) retry(q *queue, failures *int) time.Duration {
+	ticket := uuid.NewString()
+	ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
+	res, err := l.b.acquire(ctx, q.k, ticket, modeNoQueue)
+	cancel()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		q.lastErr = err
+		*failures++
+		return l.backoff(*failures)
+	}
+	*failures = 0
+	if res.status != acquired {
+		return l.recheckIn(res.retryIn)
+	}
+	l.handOff(q, ticket, res.token, res.deadline)
+	l.settle(q)
+	return 0
 }
 
 // release runs the release script for lk. When other goroutines of this
@@ -325,13 +362,13 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 	l.mu.Lock()
 	q := l.queues[lk.name]
 	requeue := ""
-	if q != nil && q.holder == lk && len(q.waiters) > 0 && q.ticket == "" && !l.closed {
+	if q != nil && q.holder == lk && len(q.waiters) > 0 && q.ticket == "" && !l.closed && l.b.handsOver() {
 		requeue = q.newTicket()
 	}
 	l.mu.Unlock()
 
 	sent := time.Now()
-	res, err := l.runRelease(ctx, lk.k, lk.owner, requeue)
+	res, err := l.b.release(ctx, lk.k, lk.owner, requeue)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -347,7 +384,7 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 			q.dropTicket() // it may or may not be queued: give it up
 		}
 	case res.granted && res.ticket == q.ticket:
-		l.handOff(q, res.ticket, res.token, sent.Add(res.ttl))
+		l.handOff(q, res.ticket, res.token, res.deadline)
 	case res.granted:
 		// Granted to a ticket of ours that is no longer wanted: pass it on.
 		q.withdraw = append(q.withdraw, res.ticket)

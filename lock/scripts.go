@@ -21,9 +21,16 @@ var (
 	withdrawLua string
 	//go:embed lua/extend.lua
 	extendLua string
+	//go:embed lua/wake_release.lua
+	wakeReleaseLua string
+	//go:embed lua/raise_fence.lua
+	raiseFenceLua string
 
 	acquireScript  = redis.NewScript(commonLua + acquireLua)
 	releaseScript  = redis.NewScript(commonLua + releaseLua)
 	withdrawScript = redis.NewScript(commonLua + withdrawLua)
 	extendScript   = redis.NewScript(extendLua)
+
+	wakeReleaseScript = redis.NewScript(wakeReleaseLua)
+	raiseFenceScript  = redis.NewScript(raiseFenceLua)
 )

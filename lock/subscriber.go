@@ -16,12 +16,13 @@ import (
 // (a peer gone without a FIN), and it is replaced.
 var healthInterval = 5 * time.Second
 
-// subscriber is the process's one Pub/Sub connection. It listens on the
-// channels of the locks that goroutines of this process wait for, and ends
-// when nobody waits. Redisson also shares one subscription per lock and
+// subscriber is the process's one Pub/Sub connection to a Redis deployment
+// (one per node in Redlock mode). It listens on the channels of the locks
+// that goroutines of this process wait for, and ends when nobody waits. Redisson also shares one subscription per lock and
 // process; a subscription per waiting goroutine would cost a connection
 // each.
 type subscriber struct {
+	client   redis.UniversalClient
 	channels map[string]*subChannel // wanted channels; guarded by Locker.mu
 	done     chan struct{}          // closed when the receive loop has ended
 
@@ -41,66 +42,81 @@ type subChannel struct {
 	confirmed bool
 }
 
-// subscribe adds q's channel to the subscription, starting it if needed,
-// and waits (at most one re-check interval) for the server's confirmation:
-// a grant published before that would be missed and only found by the
-// re-check.
+// subscribe adds q's channel to the subscriptions (one per Redis
+// deployment; several in Redlock mode), starting them if needed, and waits
+// (at most one re-check interval) for the servers' confirmations: a
+// message published before that would be missed and only made up for by
+// the re-check.
 func (l *Locker) subscribe(q *queue) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		return
 	}
-	s := l.sub
-	if s == nil {
-		s = &subscriber{
-			ps:       l.client.Subscribe(l.ctx),
-			channels: make(map[string]*subChannel),
-			done:     make(chan struct{}),
-			closing:  make(chan struct{}),
+	var subs []*subscriber
+	var ready []chan struct{}
+	for i, c := range l.b.subscribers() {
+		s := l.subs[i]
+		if s == nil {
+			s = &subscriber{
+				client:   c,
+				ps:       c.Subscribe(l.ctx),
+				channels: make(map[string]*subChannel),
+				done:     make(chan struct{}),
+				closing:  make(chan struct{}),
+			}
+			l.subs[i] = s
+			l.wg.Add(1)
+			go l.receive(s)
 		}
-		l.sub = s
-		l.wg.Add(1)
-		go l.receive(s)
+		sc := &subChannel{q: q, ready: make(chan struct{})}
+		s.channels[q.k.channel] = sc
+		subs = append(subs, s)
+		ready = append(ready, sc.ready)
 	}
-	sc := &subChannel{q: q, ready: make(chan struct{})}
-	s.channels[q.k.channel] = sc
 	l.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(l.ctx, l.opts.RecheckInterval)
 	defer cancel()
-	if err := l.syncChannel(ctx, s, q.k.channel); err != nil {
-		return // the re-check covers what the subscription would have told us
+	for _, s := range subs {
+		_ = l.syncChannel(ctx, s, q.k.channel) // on error, the re-check covers it
 	}
-	select {
-	case <-sc.ready:
-	case <-ctx.Done():
+	for _, r := range ready {
+		select {
+		case <-r:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
-// unsubscribe removes q's channel; the last one closes the connection.
+// unsubscribe removes q's channel; the last one closes a subscription.
 func (l *Locker) unsubscribe(q *queue) {
 	l.mu.Lock()
-	s := l.sub
-	if s == nil {
-		l.mu.Unlock()
-		return
-	}
-	if sc := s.channels[q.k.channel]; sc != nil && sc.q == q {
-		delete(s.channels, q.k.channel)
-	}
-	last := len(s.channels) == 0
-	if last {
-		l.sub = nil
+	var keep, stop []*subscriber
+	for i, s := range l.subs {
+		if s == nil {
+			continue
+		}
+		if sc := s.channels[q.k.channel]; sc != nil && sc.q == q {
+			delete(s.channels, q.k.channel)
+		}
+		if len(s.channels) == 0 {
+			l.subs[i] = nil
+			stop = append(stop, s)
+		} else {
+			keep = append(keep, s)
+		}
 	}
 	l.mu.Unlock()
-	if last {
+	for _, s := range stop {
 		s.close()
-		return
 	}
 	ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
 	defer cancel()
-	_ = l.syncChannel(ctx, s, q.k.channel)
+	for _, s := range keep {
+		_ = l.syncChannel(ctx, s, q.k.channel)
+	}
 }
 
 // syncChannel sends SUBSCRIBE or UNSUBSCRIBE for ch, whichever the channel
@@ -134,7 +150,7 @@ func (l *Locker) reconnect(s *subscriber) {
 	}
 	l.mu.Unlock()
 	old := s.ps
-	s.ps = l.client.Subscribe(l.ctx, chans...)
+	s.ps = s.client.Subscribe(l.ctx, chans...)
 	_ = old.Close()
 }
 
@@ -208,6 +224,15 @@ func (l *Locker) receive(s *subscriber) {
 			}
 			l.mu.Unlock()
 		case *redis.Message:
+			if m.Payload == "wake" {
+				// Redlock: a release on this node; the driver tries again.
+				l.mu.Lock()
+				if sc := s.channels[m.Channel]; sc != nil {
+					sc.q.poke()
+				}
+				l.mu.Unlock()
+				continue
+			}
 			// Every waiting process sees every grant on the channel; only
 			// the addressee parses it, and wakes one goroutine.
 			if !strings.HasPrefix(m.Payload, prefix) {

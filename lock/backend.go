@@ -1,0 +1,83 @@
+package lock
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// backend is where locks live: one Redis deployment (single), or a quorum of
+// independent masters (Redlock). The Locker's queueing, watchdog and
+// hand-off logic is the same over both; each backend computes the lease
+// deadline its own way.
+type backend interface {
+	// acquire tries to take the lock for ticket; mode says whether to queue
+	// the process (backends that do not hand over ignore it).
+	acquire(ctx context.Context, k keys, ticket string, mode acquireMode) (acquireResult, error)
+	// release deletes owner's lock; requeue, when not empty, queues the
+	// process under that ticket first.
+	release(ctx context.Context, k keys, owner, requeue string) (releaseResult, error)
+	// withdraw voids ticket: a lock it holds is passed on, and a late
+	// request carrying it will fail.
+	withdraw(ctx context.Context, k keys, ticket string) error
+	// extend resets owner's lease; ok is false when owner no longer holds
+	// the lock, and deadline is the new lease's lower bound.
+	extend(ctx context.Context, k keys, owner string) (deadline time.Time, ok bool, err error)
+	// confirm runs after every acquisition, before the caller gets the
+	// Lock: replica acknowledgement, when configured.
+	confirm(ctx context.Context, lk *Lock) error
+	// handsOver: a release grants the lock to the next queued process (the
+	// single backend). Otherwise it only wakes waiters, who try again.
+	handsOver() bool
+	// subscribers are the clients whose Pub/Sub carries the grants or
+	// wake-ups: one per Redis deployment.
+	subscribers() []redis.UniversalClient
+}
+
+type acquireMode string
+
+const (
+	modeNoQueue  acquireMode = "0" // take it if free and nobody is queued
+	modeRegister acquireMode = "1" // also queue this process under a new ticket
+	modeRefresh  acquireMode = "2" // refresh our place; fail if it is gone
+)
+
+type acquireStatus int
+
+const (
+	waiting   acquireStatus = 0
+	acquired  acquireStatus = 1
+	placeLost acquireStatus = -1 // modeRefresh found no entry: start over with a new ticket
+	voided    acquireStatus = -2 // the ticket was withdrawn before this request arrived
+)
+
+type acquireResult struct {
+	status   acquireStatus
+	token    int64
+	deadline time.Time     // acquired: the lease lasts at least until then
+	retryIn  time.Duration // waiting: the holder's remaining lease
+}
+
+type releaseResult struct {
+	released bool      // the caller's lock was deleted
+	granted  bool      // the lock went to a ticket of this process
+	token    int64     // that grant's fencing token
+	deadline time.Time // and its lease's lower bound
+	ticket   string
+}
+
+// parseGrant splits a grant message: "<process id> <ticket> <token>".
+func parseGrant(payload string) (pid, ticket string, token int64, ok bool) {
+	pid, rest, ok1 := strings.Cut(payload, " ")
+	ticket, tok, ok2 := strings.Cut(rest, " ")
+	if !ok1 || !ok2 {
+		return "", "", 0, false
+	}
+	token, err := strconv.ParseInt(tok, 10, 64)
+	return pid, ticket, token, err == nil
+}
+
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

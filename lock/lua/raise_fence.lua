@@ -1,0 +1,8 @@
+-- raise_fence (Redlock): make this node's fence counter at least ARGV[1],
+-- the largest token the holder's quorum issued. Any later quorum shares a
+-- node with this one, so it will issue a larger token.
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+if cur < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+return 1

@@ -1,0 +1,121 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// single is one Redis deployment behind a UniversalClient: a server,
+// Sentinel, or Cluster. It can hand the lock over in the release script,
+// because one server decides who is next.
+type single struct {
+	client redis.UniversalClient
+	opts   Options
+	id     string // the process's id in the locks' queues
+}
+
+func (s *single) handsOver() bool                      { return true }
+func (s *single) subscribers() []redis.UniversalClient { return []redis.UniversalClient{s.client} }
+
+func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquireMode) (acquireResult, error) {
+	sent := time.Now()
+	v, err := acquireScript.Run(ctx, s.client, k.forTicket(ticket),
+		ticket, s.opts.TTL.Milliseconds(), s.id, string(mode), s.opts.entryLease().Milliseconds(), k.channel,
+	).Int64Slice()
+	if err != nil {
+		return acquireResult{}, err
+	}
+	if len(v) != 3 {
+		return acquireResult{}, fmt.Errorf("lock: acquire script replied %v", v)
+	}
+	r := acquireResult{status: acquireStatus(v[0]), token: v[1]}
+	if r.status == acquired {
+		// The lease started when the script ran, after we sent it.
+		r.deadline = sent.Add(ms(v[2]))
+	} else {
+		r.retryIn = ms(v[2])
+	}
+	return r, nil
+}
+
+func (s *single) release(ctx context.Context, k keys, owner, requeue string) (releaseResult, error) {
+	sent := time.Now()
+	v, err := releaseScript.Run(ctx, s.client, k.forTicket(owner),
+		owner, s.id, requeue, s.opts.TTL.Milliseconds(), s.opts.entryLease().Milliseconds(), k.channel,
+	).Slice()
+	if err != nil {
+		return releaseResult{}, err
+	}
+	if len(v) != 5 {
+		return releaseResult{}, fmt.Errorf("lock: release script replied %v", v)
+	}
+	var r releaseResult
+	r.released = v[0] == int64(1)
+	r.granted = v[1] == int64(1)
+	r.token, _ = v[2].(int64)
+	ttl, _ := v[3].(int64)
+	r.deadline = sent.Add(ms(ttl))
+	r.ticket, _ = v[4].(string)
+	return r, nil
+}
+
+func (s *single) withdraw(ctx context.Context, k keys, ticket string) error {
+	return withdrawScript.Run(ctx, s.client, k.forTicket(ticket), s.id, ticket, k.channel, s.opts.TTL.Milliseconds()).Err()
+}
+
+func (s *single) extend(ctx context.Context, k keys, owner string) (time.Time, bool, error) {
+	sent := time.Now()
+	n, err := extendScript.Run(ctx, s.client, []string{k.lock}, owner, s.opts.TTL.Milliseconds()).Int64()
+	return sent.Add(s.opts.TTL), n == 1, err
+}
+
+// confirm is replica acknowledgement (Redisson's default for a master with
+// replicas): the lock is written on the master and replicated
+// asynchronously, so a failover right after the acquisition can lose it
+// (seeds 001, 004). With Options.WaitReplicas set, the new holder extends
+// its lease and runs WAIT on the same connection, in one round trip: WAIT
+// returns once that many replicas have every write up to the extend,
+// which includes the acquisition, however it came (a grant is written by
+// the releaser's connection). If too few answer in time, the lock is
+// released and the acquisition fails.
+func (s *single) confirm(ctx context.Context, lk *Lock) error {
+	if s.opts.WaitReplicas <= 0 {
+		return nil
+	}
+	sent := time.Now()
+	ext, acks, err := s.extendAndWait(ctx, lk, false)
+	if err != nil && redis.HasErrorPrefix(ext.Err(), "NOSCRIPT") {
+		ext, acks, err = s.extendAndWait(ctx, lk, true)
+	}
+	if err != nil {
+		return fmt.Errorf("lock: confirm %q on replicas: %w", lk.name, err)
+	}
+	if n, _ := ext.Int64(); n != 1 {
+		return fmt.Errorf("%w: %q was lost before its replicas confirmed it", ErrNotAcquired, lk.name)
+	}
+	if n, _ := acks.Int64(); n < int64(s.opts.WaitReplicas) {
+		return fmt.Errorf("%w: %q: %d of %d replicas acknowledged within %v",
+			ErrNotReplicated, lk.name, n, s.opts.WaitReplicas, s.opts.WaitReplicasTimeout)
+	}
+	lk.extended(sent.Add(s.opts.TTL))
+	return nil
+}
+
+// extendAndWait pipelines the extend script and WAIT, so that both run on
+// one connection: WAIT counts the replicas that have this connection's
+// last write. eval sends the script's source (after NOSCRIPT).
+func (s *single) extendAndWait(ctx context.Context, lk *Lock, eval bool) (ext, acks *redis.Cmd, err error) {
+	pipe := s.client.Pipeline()
+	keys, args := []string{lk.k.lock}, []any{lk.owner, s.opts.TTL.Milliseconds()}
+	if eval {
+		ext = extendScript.Eval(ctx, pipe, keys, args...)
+	} else {
+		ext = extendScript.EvalSha(ctx, pipe, keys, args...)
+	}
+	acks = pipe.Do(ctx, "WAIT", s.opts.WaitReplicas, s.opts.WaitReplicasTimeout.Milliseconds())
+	_, err = pipe.Exec(ctx)
+	return ext, acks, err
+}
