@@ -33,8 +33,12 @@ const (
 // environment variable (flags win); DefaultConfig gives the defaults.
 // Programs that build servers themselves (the demo) fill one in directly.
 type Config struct {
-	Addr       string   // ADDR, -addr: listen address
-	RedisAddr  string   // REDIS_ADDR, -redis-addr: the Redis server of the lock
+	Addr      string // ADDR, -addr: listen address
+	RedisAddr string // REDIS_ADDR, -redis-addr: the Redis server of the lock
+	// RedisAddrs (REDIS_ADDRS, -redis-addrs: comma-separated) lists
+	// independent Redis masters; when set, the lock is a Redlock over them
+	// and RedisAddr is not used.
+	RedisAddrs []string
 	Database   string   // DATABASE, -database: SQLite file, shared by replicas on one host
 	AdminToken string   // ADMIN_TOKEN, -admin-token: bearer token of the admin routes
 	Lock       LockMode // LOCK, -lock: redis, none or local
@@ -90,6 +94,9 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("lock mode %q: want redis, none or local", c.Lock))
 	}
+	if n := len(c.RedisAddrs); n > 0 && n < 3 {
+		errs = append(errs, fmt.Errorf("redis addrs %v: a Redlock needs at least 3 independent masters (or use one REDIS_ADDR)", c.RedisAddrs))
+	}
 	if c.LockTTL < 10*time.Millisecond {
 		errs = append(errs, fmt.Errorf("lock TTL %v: must be at least 10ms", c.LockTTL))
 	}
@@ -119,6 +126,8 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	env := envReader{getenv: getenv}
 	env.str(&cfg.Addr, "ADDR")
 	env.str(&cfg.RedisAddr, "REDIS_ADDR")
+	addrs := ""
+	env.str(&addrs, "REDIS_ADDRS")
 	env.str(&cfg.Database, "DATABASE")
 	env.str(&cfg.AdminToken, "ADMIN_TOKEN")
 	lock := string(cfg.Lock)
@@ -140,6 +149,7 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	fs.SetOutput(output)
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen `address` (env ADDR)")
 	fs.StringVar(&cfg.RedisAddr, "redis-addr", cfg.RedisAddr, "Redis `host:port` of the lock (env REDIS_ADDR)")
+	fs.StringVar(&addrs, "redis-addrs", addrs, "comma-separated `host:port` list of 3 or more independent Redis masters: lock with Redlock over them instead of -redis-addr (env REDIS_ADDRS)")
 	fs.StringVar(&cfg.Database, "database", cfg.Database, "SQLite database `file` (env DATABASE)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", cfg.AdminToken, "bearer `token` of the admin routes; random and printed once when empty (env ADMIN_TOKEN)")
 	fs.StringVar(&lock, "lock", lock, "lock `mode`: redis, none (no lock: oversells) or local (in-process mutex: oversells with 2 replicas) (env LOCK)")
@@ -158,6 +168,12 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	cfg.Lock = LockMode(strings.ToLower(lock))
+	cfg.RedisAddrs = nil
+	for _, a := range strings.Split(addrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			cfg.RedisAddrs = append(cfg.RedisAddrs, a)
+		}
+	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(level)); err != nil {
 		return cfg, fmt.Errorf("log level %q: want debug, info, warn or error", level)
 	}

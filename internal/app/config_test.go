@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,5 +75,22 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 	if _, err := app.ParseConfig("serve", []string{"-h"}, envOf(nil), io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: got %v, want flag.ErrHelp", err)
+	}
+}
+
+func TestParseConfigRedisAddrs(t *testing.T) {
+	cfg, err := app.ParseConfig("serve", nil, envOf(map[string]string{"REDIS_ADDRS": "a:1, b:2,c:3"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a:1", "b:2", "c:3"}; !slices.Equal(cfg.RedisAddrs, want) {
+		t.Errorf("RedisAddrs = %q, want %q", cfg.RedisAddrs, want)
+	}
+	cfg, err = app.ParseConfig("serve", []string{"-redis-addrs", "x:1,y:2,z:3,w:4,v:5"}, envOf(nil), io.Discard)
+	if err != nil || len(cfg.RedisAddrs) != 5 {
+		t.Errorf("-redis-addrs: %q, %v", cfg.RedisAddrs, err)
+	}
+	if _, err := app.ParseConfig("serve", []string{"-redis-addrs", "a:1,b:2"}, envOf(nil), io.Discard); err == nil {
+		t.Error("two Redlock masters accepted; want an error (at least 3)")
 	}
 }

@@ -20,8 +20,9 @@ var (
 // already a seckill.Lease; what needs translating is the error of a wait
 // that ended, which the domain calls busy.
 type redisLocker struct {
-	locker *lock.Locker
-	client redis.UniversalClient
+	locker  *lock.Locker
+	clients []redis.UniversalClient
+	quorum  int // how many must answer Ping: 1, or a Redlock majority
 }
 
 // Acquire waits for the lock. lock.ErrNotAcquired (the wait timed out, or
@@ -39,7 +40,17 @@ func (r redisLocker) Acquire(ctx context.Context, name string) (seckill.Lease, e
 	return lk, nil
 }
 
-// Ping asks Redis.
+// Ping asks every Redis master, and is content with a quorum of them:
+// the lock works as long as that many answer.
 func (r redisLocker) Ping(ctx context.Context) error {
-	return r.client.Ping(ctx).Err()
+	var errs []error
+	for _, c := range r.clients {
+		if err := c.Ping(ctx).Err(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if up := len(r.clients) - len(errs); up < r.quorum {
+		return fmt.Errorf("%d of %d Redis masters answer, %d needed: %w", up, len(r.clients), r.quorum, errors.Join(errs...))
+	}
+	return nil
 }

@@ -32,8 +32,8 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	store   *store.Store
-	redis   redis.UniversalClient // nil unless Lock is redis
-	locker  *lock.Locker          // nil unless Lock is redis
+	redis   []redis.UniversalClient // one per Redis master of the lock; none unless Lock is redis
+	locker  *lock.Locker            // nil unless Lock is redis
 	metrics *metrics.Metrics
 	handler http.Handler
 	http    *http.Server
@@ -92,10 +92,9 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 	return s, nil
 }
 
-// newLocker builds the Locker of the configured mode. A Redlock over
-// several Redis servers (REDIS_ADDRS) will be one more case here: the
-// lock package will return the same *lock.Locker, so redisLocker adapts it
-// unchanged.
+// newLocker builds the Locker of the configured mode: the lock package
+// over one Redis (REDIS_ADDR) or, with REDIS_ADDRS, a Redlock over several
+// independent masters; both are a *lock.Locker, which redisLocker adapts.
 func (s *Server) newLocker(ctx context.Context) (seckill.Locker, error) {
 	switch s.cfg.Lock {
 	case LockNone:
@@ -103,32 +102,72 @@ func (s *Server) newLocker(ctx context.Context) (seckill.Locker, error) {
 	case LockLocal:
 		return newLocalLocker(s.cfg.LockWait, s.metrics), nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, redisDialTimeout)
-	defer cancel()
-	// A plain dial first: go-redis would retry and log every attempt before
-	// giving up, burying the one message that says what to do.
-	var d net.Dialer
-	conn, err := d.DialContext(pctx, "tcp", s.cfg.RedisAddr)
-	if err != nil {
-		return nil, redisUnreachable(s.cfg.RedisAddr, err)
-	}
-	_ = conn.Close()
-	client := redis.NewClient(&redis.Options{Addr: s.cfg.RedisAddr})
-	s.redis = client
-	if err := client.Ping(pctx).Err(); err != nil {
-		return nil, redisUnreachable(s.cfg.RedisAddr, err)
-	}
-	l, err := lock.New(client, lock.Options{
+	opts := lock.Options{
 		TTL:            s.cfg.LockTTL,
 		WaitTimeout:    s.cfg.LockWait,
 		DisableRenewal: !s.cfg.LockRenew,
 		Observer:       s.metrics,
-	})
+	}
+	if len(s.cfg.RedisAddrs) > 0 {
+		return s.newRedlock(ctx, opts)
+	}
+	pctx, cancel := context.WithTimeout(ctx, redisDialTimeout)
+	defer cancel()
+	if err := dialCheck(pctx, s.cfg.RedisAddr); err != nil {
+		return nil, redisUnreachable(s.cfg.RedisAddr, err)
+	}
+	client := redis.NewClient(&redis.Options{Addr: s.cfg.RedisAddr})
+	s.redis = append(s.redis, client)
+	if err := client.Ping(pctx).Err(); err != nil {
+		return nil, redisUnreachable(s.cfg.RedisAddr, err)
+	}
+	l, err := lock.New(client, opts)
 	if err != nil {
 		return nil, err
 	}
 	s.locker = l
-	return redisLocker{locker: l, client: client}, nil
+	return redisLocker{locker: l, clients: s.redis, quorum: 1}, nil
+}
+
+// newRedlock connects to every master of REDIS_ADDRS. A minority may be
+// down at start-up, as it may be later: Redlock is built for that.
+func (s *Server) newRedlock(ctx context.Context, opts lock.Options) (seckill.Locker, error) {
+	pctx, cancel := context.WithTimeout(ctx, redisDialTimeout)
+	defer cancel()
+	quorum := len(s.cfg.RedisAddrs)/2 + 1
+	var up int
+	var errs []error
+	for _, addr := range s.cfg.RedisAddrs {
+		// A node must answer within a Redlock node timeout, not go-redis's
+		// seconds: its calls honour their contexts and are not retried.
+		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: 500 * time.Millisecond})
+		s.redis = append(s.redis, c)
+		if err := dialCheck(pctx, addr); err != nil {
+			errs = append(errs, redisUnreachable(addr, err))
+			continue
+		}
+		up++
+	}
+	if up < quorum {
+		return nil, fmt.Errorf("only %d of %d Redlock masters answered, %d needed:\n%w", up, len(s.cfg.RedisAddrs), quorum, errors.Join(errs...))
+	}
+	l, err := lock.NewRedlock(s.redis, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.locker = l
+	return redisLocker{locker: l, clients: s.redis, quorum: quorum}, nil
+}
+
+// dialCheck is a plain dial: go-redis would retry and log every attempt
+// before giving up, burying the one message that says what to do.
+func dialCheck(ctx context.Context, addr string) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 // redisUnreachable says what was tried and what to do about it.
@@ -204,8 +243,8 @@ func (s *Server) Close() error {
 		if s.locker != nil {
 			errs = append(errs, s.locker.Close())
 		}
-		if s.redis != nil {
-			errs = append(errs, s.redis.Close())
+		for _, c := range s.redis {
+			errs = append(errs, c.Close())
 		}
 		if s.store != nil {
 			errs = append(errs, s.store.Close())

@@ -1,0 +1,55 @@
+package app_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/seckill-ref/seckill/internal/app"
+	"github.com/seckill-ref/seckill/internal/redistest"
+)
+
+// REDIS_ADDRS: two replicas lock with Redlock over three masters, one of
+// them down from the start. Exactly the stock is sold.
+func TestRedlockReplicas(t *testing.T) {
+	c := newCluster(t)
+	var addrs []string
+	for range 3 {
+		addrs = append(addrs, redistest.Start(t).Addr())
+	}
+	down := redistest.Start(t)
+	_ = down.Stop()
+	addrs[2] = down.Addr() // a minority may be down
+	edit := func(cfg *app.Config) {
+		cfg.RedisAddrs = addrs
+		cfg.LockWait = time.Minute
+	}
+	a, b := c.replica(edit), c.replica(edit)
+	if status, body := call(a.Handler(), http.MethodGet, "/readyz", ""); status != http.StatusOK {
+		t.Fatalf("readyz with 2 of 3 masters: %d %s", status, body)
+	}
+	id := createProduct(t, a.Handler(), 30)
+	statuses := rush(id, 200, a, b)
+	p := getProduct(t, b.Handler(), id)
+	orders := allOrders(t, a.Handler(), id)
+	if statuses[http.StatusCreated] != 30 || p.Stock != 0 || p.Sold != 30 || len(orders) != 30 {
+		t.Fatalf("got %v, stock %d, sold %d, %d orders; want 30 sold", statuses, p.Stock, p.Sold, len(orders))
+	}
+	for i := 1; i < len(orders); i++ {
+		if orders[i].Fence <= orders[i-1].Fence {
+			t.Errorf("order %d: fence %d not above %d", orders[i].ID, orders[i].Fence, orders[i-1].Fence)
+		}
+	}
+}
+
+func TestRedlockNeedsAQuorumAtStart(t *testing.T) {
+	c := newCluster(t)
+	up := redistest.Start(t)
+	d1, d2 := redistest.Start(t), redistest.Start(t)
+	_, _ = d1.Stop(), d2.Stop()
+	cfg := c.config(func(cfg *app.Config) { cfg.RedisAddrs = []string{up.Addr(), d1.Addr(), d2.Addr()} })
+	if s, err := app.NewServer(t.Context(), cfg, nil); err == nil {
+		_ = s.Close()
+		t.Fatal("NewServer succeeded with 1 of 3 Redlock masters up")
+	}
+}
