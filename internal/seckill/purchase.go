@@ -26,17 +26,9 @@ func (s *Service) Purchase(ctx context.Context, productID int64, userID string) 
 	if err := ValidateUserID(userID); err != nil {
 		return nil, err
 	}
-	p, err := s.store.Product(ctx, productID)
-	if err != nil {
+	// Step 2: the fast paths, from the shared database (package doc).
+	if _, err := s.available(ctx, productID, userID); err != nil {
 		return nil, err
-	}
-	// Step 2: the fast paths, from the shared database (package doc). A
-	// buyer who has an order hears so even once the stock is gone.
-	if err := s.notBought(ctx, productID, userID); err != nil {
-		return nil, err
-	}
-	if p.Stock <= 0 {
-		return nil, fmt.Errorf("product %d: %w", productID, ErrSoldOut)
 	}
 	// Steps 3 and 7.
 	err = s.locked(ctx, productID, func(ctx context.Context, token int64) error {
@@ -61,15 +53,9 @@ func (s *Service) purchaseLocked(ctx context.Context, productID int64, userID st
 		}
 	}
 	// Step 5.
-	p, err := s.store.Product(ctx, productID)
+	p, err := s.available(ctx, productID, userID)
 	if err != nil {
 		return nil, err
-	}
-	if err := s.notBought(ctx, productID, userID); err != nil {
-		return nil, err
-	}
-	if p.Stock <= 0 {
-		return nil, fmt.Errorf("product %d: %w", productID, ErrSoldOut)
 	}
 
 	s.chaos(ctx)
@@ -115,6 +101,24 @@ func (s *Service) locked(ctx context.Context, productID int64, fn func(ctx conte
 		}
 	}()
 	return fn(ctx, lease.Token())
+}
+
+// available reads the product and applies the rules of a purchase: the
+// buyer has no order for it yet (checked first, so that a buyer who has
+// one hears so even once the stock is gone), and it is in stock. Step 1
+// runs it outside the lock as the fast path; step 5 again under it.
+func (s *Service) available(ctx context.Context, productID int64, userID string) (*Product, error) {
+	p, err := s.store.Product(ctx, productID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.notBought(ctx, productID, userID); err != nil {
+		return nil, err
+	}
+	if p.Stock <= 0 {
+		return nil, fmt.Errorf("product %d: %w", productID, ErrSoldOut)
+	}
+	return p, nil
 }
 
 // notBought returns ErrAlreadyPurchased if the user has an order for the
