@@ -220,20 +220,9 @@ func TestLateAcquireAfterCleanupIsRefused(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	var armed atomic.Bool
-	c := redis.NewClient(&redis.Options{
-		Addr:                  srv.Addr(),
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1,
-		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var d net.Dialer
-			conn, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &delayedConn{Conn: conn, armed: &armed, delay: 150 * time.Millisecond}, nil
-		},
+	c := wrappedClient(t, srv, redis.Options{ContextTimeoutEnabled: true, MaxRetries: -1}, func(conn net.Conn) net.Conn {
+		return &delayedConn{Conn: conn, armed: &armed, delay: 150 * time.Millisecond}
 	})
-	defer c.Close()
 	l, err := lock.New(c, lock.Options{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -57,6 +58,25 @@ func awaitExpired(t *testing.T, c *redis.Client, key string, timeout time.Durati
 		n, err := c.Exists(context.Background(), key).Result()
 		return err == nil && n == 0
 	})
+}
+
+// wrappedClient returns a client of srv whose every connection goes
+// through wrap, which delays, drops or silences traffic to force an
+// interleaving. It is closed when the test ends.
+func wrappedClient(t *testing.T, srv *redistest.Server, opts redis.Options, wrap func(net.Conn) net.Conn) *redis.Client {
+	t.Helper()
+	opts.Addr = srv.Addr()
+	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return wrap(conn), nil
+	}
+	c := redis.NewClient(&opts)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 func mustAcquire(t *testing.T, l *lock.Locker, name string) *lock.Lock {

@@ -130,18 +130,9 @@ func TestGrantDuringWithdrawIsNotHandedOut(t *testing.T) {
 	loadScripts(t, admin)
 
 	var armed atomic.Bool
-	pc := redis.NewClient(&redis.Options{
-		Addr: srv.Addr(),
-		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var d net.Dialer
-			conn, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &delayedConn{Conn: conn, armed: &armed, delay: 300 * time.Millisecond}, nil
-		},
+	pc := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
+		return &delayedConn{Conn: conn, armed: &armed, delay: 300 * time.Millisecond}
 	})
-	defer pc.Close()
 	p, err := lock.New(pc, lock.Options{RecheckInterval: time.Minute, WaitTimeout: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -259,18 +250,9 @@ func TestLossReportedWhileRenewalHangs(t *testing.T) {
 	loadScripts(t, admin)
 
 	var armed atomic.Bool
-	hc := redis.NewClient(&redis.Options{
-		Addr: srv.Addr(),
-		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var d net.Dialer
-			conn, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &delayedConn{Conn: conn, armed: &armed, delay: time.Second}, nil
-		},
+	hc := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
+		return &delayedConn{Conn: conn, armed: &armed, delay: time.Second}
 	})
-	defer hc.Close()
 	const ttl = 300 * time.Millisecond
 	holder, err := lock.New(hc, lock.Options{TTL: ttl})
 	if err != nil {
@@ -332,18 +314,9 @@ func TestRetriedReleaseIsIdempotent(t *testing.T) {
 	loadScripts(t, admin)
 
 	var armed atomic.Bool
-	pc := redis.NewClient(&redis.Options{
-		Addr: srv.Addr(), // default MaxRetries: 3
-		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var d net.Dialer
-			conn, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &replyDropConn{Conn: conn, armed: &armed}, nil
-		},
+	pc := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
+		return &replyDropConn{Conn: conn, armed: &armed}
 	})
-	defer pc.Close()
 	p, err := lock.New(pc, lock.Options{RecheckInterval: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -431,22 +404,13 @@ func TestSilentSubscriptionIsReplaced(t *testing.T) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	var conns []*silenceableConn
-	wc := redis.NewClient(&redis.Options{
-		Addr: srv.Addr(),
-		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var d net.Dialer
-			conn, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			sc := &silenceableConn{Conn: conn}
-			mu.Lock()
-			conns = append(conns, sc)
-			mu.Unlock()
-			return sc, nil
-		},
+	wc := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
+		sc := &silenceableConn{Conn: conn}
+		mu.Lock()
+		conns = append(conns, sc)
+		mu.Unlock()
+		return sc
 	})
-	defer wc.Close()
 	waiter, err := lock.New(wc, lock.Options{RecheckInterval: time.Minute, WaitTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
