@@ -27,14 +27,16 @@ type Lock struct {
 	cancels  map[int]context.CancelCauseFunc
 	nextID   int
 
-	// The watchdog is two timers, not a goroutine: nothing runs until a
-	// renewal or the deadline is due, and Release stops them without
-	// waiting for another goroutine to be scheduled, which would sit right
-	// in the hand-off to the next holder. The deadline has its own timer so
-	// that a renewal stuck on the network cannot delay the news of the loss.
-	renewTimer  *time.Timer // nil with renewal disabled
-	expiryTimer *time.Timer
-	failures    int // renewals failed in a row
+	// The Locker's watchdog looks at the Lock at its next renewal, or at
+	// its deadline if that comes first. While a renewal is in flight the
+	// deadline stays scheduled, so that a renewal stuck on the network
+	// cannot delay the news of the loss.
+	renewAt  time.Time
+	renewing bool
+	failures int // renewals failed in a row
+
+	at    time.Time // when the watchdog looks next; guarded by watchdog.mu
+	index int       // place in the watchdog's heap, -1 when out; guarded by watchdog.mu
 }
 
 // newLock starts the watchdog of a lock just won. deadline is a time the
@@ -51,12 +53,11 @@ func (l *Locker) newLock(name, owner string, token int64, deadline time.Time) *L
 		deadline: deadline,
 		lost:     make(chan struct{}),
 		cancels:  make(map[int]context.CancelCauseFunc),
+		renewAt:  deadline.Add(l.opts.RenewInterval - l.opts.TTL),
+		index:    -1,
 	}
 	lk.mu.Lock()
-	lk.expiryTimer = time.AfterFunc(time.Until(deadline), lk.expire)
-	if !l.opts.DisableRenewal {
-		lk.renewTimer = time.AfterFunc(lk.nextRenewal(), lk.renew)
-	}
+	l.dog.schedule(lk, lk.nextEvent())
 	lk.mu.Unlock()
 	return lk
 }
@@ -172,7 +173,7 @@ func (lk *Lock) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: %q was already released", ErrNotHeld, lk.name)
 	}
 	lk.released = true
-	lk.stopTimers()
+	lk.l.dog.remove(lk)
 	// A renewal already in flight may still land: before the release
 	// script it extends a lease about to be deleted, after it it finds no
 	// owner and, the Lock being released, reports nothing.
@@ -200,83 +201,70 @@ func (lk *Lock) Release(ctx context.Context) error {
 	return nil
 }
 
-// nextRenewal is how long until the next renewal: RenewInterval after
-// the lease was last confirmed, or a short backoff after a failed renewal.
-// Caller holds lk.mu.
-func (lk *Lock) nextRenewal() time.Duration {
-	opts := lk.l.opts
-	if lk.failures > 0 {
-		return lk.l.backoff(lk.failures)
+// nextEvent is when the watchdog should next look at lk: its renewal, or
+// its deadline if that comes first, if renewal is off, or while a renewal
+// is in flight. Caller holds lk.mu.
+func (lk *Lock) nextEvent() time.Time {
+	if lk.l.opts.DisableRenewal || lk.renewing || lk.deadline.Before(lk.renewAt) {
+		return lk.deadline
 	}
-	return time.Until(lk.deadline.Add(opts.RenewInterval - opts.TTL))
+	return lk.renewAt
 }
 
-func (lk *Lock) stopTimers() {
-	lk.expiryTimer.Stop()
-	if lk.renewTimer != nil {
-		lk.renewTimer.Stop()
-	}
-}
-
-// expire runs at the deadline: unless a renewal moved it meanwhile, the
-// lease is lost, whatever a renewal in flight may still bring. Being told
-// at once matters more than the renewal itself: a holder that keeps writing
-// after its lease ended is seed 000's open problem.
-func (lk *Lock) expire() {
+// due is called by the watchdog when lk's time has come. At the deadline
+// (unless a renewal moved it meanwhile), the lease is lost, whatever a
+// renewal in flight may still bring: being told at once matters more than
+// the renewal itself, since a holder that keeps writing after its lease
+// ended is seed 000's open problem. At the renewal time, it starts a
+// renewal.
+func (lk *Lock) due() {
 	lk.mu.Lock()
 	if lk.released || lk.lostErr != nil {
 		lk.mu.Unlock()
 		return
 	}
-	if d := time.Until(lk.deadline); d > 0 {
-		lk.expiryTimer.Reset(d)
+	now := time.Now()
+	if !now.Before(lk.deadline) {
+		lk.mu.Unlock()
+		lk.lose(ErrLeaseLost)
+		return
+	}
+	if lk.l.opts.DisableRenewal || lk.renewing || now.Before(lk.renewAt) {
+		lk.l.dog.schedule(lk, lk.nextEvent()) // early: the deadline moved
 		lk.mu.Unlock()
 		return
 	}
+	lk.renewing = true
+	lk.l.dog.schedule(lk, lk.deadline)
 	lk.mu.Unlock()
-	lk.lose(ErrLeaseLost)
+	lk.l.goTracked(lk.renew)
 }
 
-// renew is the watchdog's renewal: it extends the lease every
-// RenewInterval, and retries a failed renewal with backoff until the
-// deadline. A renewal that finds another owner declares the loss.
+// renew is the watchdog's renewal: it extends the lease, and after a
+// failure tries again with backoff until the deadline. A renewal that
+// finds another owner declares the loss (in Extend).
 func (lk *Lock) renew() {
 	l := lk.l
-	lk.mu.Lock()
-	if lk.released || lk.lostErr != nil {
-		lk.mu.Unlock()
-		return
-	}
-	deadline := lk.deadline
-	lk.mu.Unlock()
-
-	// Count the renewal as one of the Locker's goroutines, unless Close has
-	// begun (then Close marks this Lock lost).
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return
-	}
-	l.wg.Add(1)
-	l.mu.Unlock()
-	defer l.wg.Done()
-
+	deadline := lk.Deadline()
 	ctx, cancel := context.WithDeadline(l.ctx, deadline)
 	err := lk.Extend(ctx)
 	cancel()
 
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
+	lk.renewing = false
 	if lk.released || lk.lostErr != nil {
-		return // Extend found another owner and declared the loss, or we are done
+		return
 	}
 	if err != nil {
 		l.opts.Observer.RenewalFailed(lk.name, err)
 		lk.failures++
+		lk.renewAt = time.Now().Add(l.backoff(lk.failures))
 	} else {
 		lk.failures = 0
+		lk.renewAt = lk.deadline.Add(l.opts.RenewInterval - l.opts.TTL)
 	}
-	lk.renewTimer.Reset(lk.nextRenewal())
+	l.dog.schedule(lk, lk.nextEvent())
 }
 
 // lose marks the lease lost, once: close Lost, cancel derived contexts, and
@@ -288,7 +276,7 @@ func (lk *Lock) lose(cause error) {
 		return
 	}
 	lk.lostErr = cause
-	lk.stopTimers()
+	lk.l.dog.remove(lk)
 	cancels := lk.cancels
 	lk.cancels = make(map[int]context.CancelCauseFunc)
 	lk.mu.Unlock()

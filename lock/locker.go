@@ -31,6 +31,8 @@ type Locker struct {
 	queues map[string]*queue // by lock name; present while held, awaited or queued here
 	subs   []*subscriber     // one per backend subscriber client, nil while unused
 	closed bool
+
+	dog watchdog // renewals and deadlines of held Locks
 }
 
 // New returns a Locker whose locks live in the Redis deployment behind
@@ -49,7 +51,7 @@ func newLocker(opts Options, mk func(Options, string) backend) (*Locker, error) 
 	ctx, cancel := context.WithCancel(context.Background())
 	id := uuid.NewString()
 	b := mk(opts, id)
-	return &Locker{
+	l := &Locker{
 		b:      b,
 		opts:   opts,
 		id:     id,
@@ -57,7 +59,24 @@ func newLocker(opts Options, mk func(Options, string) backend) (*Locker, error) 
 		cancel: cancel,
 		queues: make(map[string]*queue),
 		subs:   make([]*subscriber, len(b.subscribers())),
-	}, nil
+	}
+	l.dog.l = l
+	return l, nil
+}
+
+// goTracked runs fn in a goroutine counted in l.wg, unless Close has begun.
+func (l *Locker) goTracked(fn func()) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		fn()
+	}()
+	return true
 }
 
 // Acquire blocks until it holds the lock called name, ctx ends, or
@@ -141,6 +160,7 @@ func (l *Locker) Close() error {
 	for _, lk := range held {
 		lk.lose(ErrClosed)
 	}
+	l.dog.stop()
 	for _, s := range subs {
 		if s != nil {
 			s.close()
@@ -155,12 +175,7 @@ func (l *Locker) Close() error {
 
 func (l *Locker) acquire(ctx context.Context, name string, wait bool) (*Lock, error) {
 	start := time.Now()
-	if wait && l.opts.WaitTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.opts.WaitTimeout)
-		defer cancel()
-	}
-	lk, contended, err := l.acquireOrWait(ctx, name, wait)
+	lk, contended, err := l.acquireOrWait(ctx, name, wait, start)
 	if err == nil {
 		if err = l.b.confirm(ctx, lk); err != nil {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
@@ -176,7 +191,7 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool) (*Lock, er
 	return lk, nil
 }
 
-func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool) (lk *Lock, contended bool, err error) {
+func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, start time.Time) (lk *Lock, contended bool, err error) {
 	if err := checkName(name); err != nil {
 		return nil, false, err
 	}
@@ -221,6 +236,14 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool) (lk 
 	q.add(w, front)
 	l.settle(q)
 	l.mu.Unlock()
+
+	// The wait's own deadline, set only now: a context with a timeout is a
+	// timer, and the uncontended path above should not pay for one.
+	if l.opts.WaitTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, start.Add(l.opts.WaitTimeout))
+		defer cancel()
+	}
 
 	var cause error
 	select {
