@@ -3,11 +3,14 @@ module github.com/seckill-ref/seckill
 go 1.26.0
 
 require (
+	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/google/uuid v1.6.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
 require golang.org/x/term v0.40.0
+
+require github.com/yuin/gopher-lua v1.1.1 // indirect
 
 require (
 	github.com/bytedance/gopkg v0.1.3 // indirect

@@ -10,10 +10,13 @@ import (
 	"os"
 
 	"github.com/seckill-ref/seckill/internal/app"
+	"github.com/seckill-ref/seckill/internal/demo"
 )
 
 func main() {
-	err := app.Run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	// The demo is wired here, not in app's table: it builds replicas with
+	// app.NewServer, so app cannot import it.
+	err := app.Run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr, demo.Command())
 	var exit app.ExitError
 	switch {
 	case errors.As(err, &exit):

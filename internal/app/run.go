@@ -21,16 +21,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// command is one subcommand of the program.
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
+// Command is one subcommand of the program. Those defined outside this
+// package are handed to Run by main.go: the demo builds replicas with
+// NewServer, so it imports app, and app's own table cannot name it without
+// an import cycle.
+type Command struct {
+	Name    string
+	Summary string
+	Run     func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
 }
 
 // commands lists the subcommands; the first is the default.
-func commands() []command {
-	return []command{
+func commands() []Command {
+	return []Command{
 		{"serve", "run the HTTP API (the default)", serve},
 		{"loadtest", "run a flash sale against running replicas and check that nothing is oversold", loadtestCmd},
 	}
@@ -41,9 +44,9 @@ func commands() []command {
 // when it starts with "-", it is serve. It reads the environment only
 // through getenv and writes only to stdout and stderr, so that a test can
 // run it like a process. It returns nil after a clean shutdown and after
-// -h.
-func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cmds := commands()
+// -h. extra adds the subcommands main.go wires in, after the built-in ones.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, extra ...Command) error {
+	cmds := append(commands(), extra...)
 	cmd := cmds[0]
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name := args[0]
@@ -54,7 +57,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		found := false
 		for _, c := range cmds {
-			if c.name == name {
+			if c.Name == name {
 				cmd, found = c, true
 			}
 		}
@@ -63,17 +66,17 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return fmt.Errorf("unknown command %q", name)
 		}
 	}
-	err := cmd.run(ctx, args, getenv, stdout, stderr)
+	err := cmd.Run(ctx, args, getenv, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
 	return err
 }
 
-func usage(w io.Writer, cmds []command) {
+func usage(w io.Writer, cmds []Command) {
 	fmt.Fprintln(w, "usage: seckill [command] [flags]\n\ncommands:")
 	for _, c := range cmds {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.Name, c.Summary)
 	}
 	fmt.Fprintln(w, "\nRun seckill <command> -h for a command's flags.")
 }

@@ -3,6 +3,7 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -148,6 +149,19 @@ func TestRunCommands(t *testing.T) {
 	}
 	if err := app.Run(context.Background(), []string{"serve", "-h"}, envOf(nil), &out, &out); err != nil {
 		t.Errorf("serve -h: got %v, want nil", err)
+	}
+	// A command main.go hands in is listed and dispatched like the others.
+	var got []string
+	extra := app.Command{Name: "extra", Summary: "handed in by main", Run: func(_ context.Context, args []string, _ func(string) string, _, _ io.Writer) error {
+		got = args
+		return nil
+	}}
+	out = syncBuffer{}
+	if err := app.Run(context.Background(), []string{"help"}, envOf(nil), &out, &out, extra); err != nil || !strings.Contains(out.String(), "handed in by main") {
+		t.Errorf("help with an extra command: got %v and %q", err, out.String())
+	}
+	if err := app.Run(context.Background(), []string{"extra", "-x"}, envOf(nil), &out, &out, extra); err != nil || len(got) != 1 || got[0] != "-x" {
+		t.Errorf("extra -x: got %v, and the command saw %q", err, got)
 	}
 }
 

@@ -1,0 +1,117 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/seckill-ref/seckill/internal/app"
+)
+
+// shutdownTimeout bounds each replica's graceful shutdown. The load test
+// has collected every answer before the demo shuts down, so only requests
+// it abandoned (after a Ctrl-C) can still be in flight, and they end with
+// their context.
+const shutdownTimeout = 5 * time.Second
+
+// cluster is the replicas of one sale, in this process, on loopback ports,
+// sharing one Redis and one SQLite file in a temporary directory of their
+// own, as separate processes on one host would.
+type cluster struct {
+	dir     string // the temporary directory; removed by Close
+	db      string // the SQLite file in it
+	servers []*app.Server
+	urls    []string // base URLs, one per replica
+
+	cancel context.CancelFunc // ends every Serve
+	wg     sync.WaitGroup     // Serve goroutines
+
+	mu       sync.Mutex
+	serveErr []error
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// startCluster creates the temporary directory and n replicas of cfg on it
+// (cfg's Addr and Database are replaced), each serving on its own
+// 127.0.0.1 port. On error it undoes what it did.
+func startCluster(ctx context.Context, n int, cfg app.Config, logger *slog.Logger) (*cluster, error) {
+	dir, err := os.MkdirTemp("", "seckill-demo-")
+	if err != nil {
+		return nil, fmt.Errorf("create the temporary directory: %w", err)
+	}
+	serveCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c := &cluster{dir: dir, db: filepath.Join(dir, "seckill.db"), cancel: cancel}
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Database = c.db
+	cfg.ShutdownTimeout = shutdownTimeout
+	for i := range n {
+		if err := c.add(ctx, serveCtx, cfg, logger.With("replica", i+1)); err != nil {
+			return nil, errors.Join(fmt.Errorf("start replica %d: %w", i+1, err), c.Close())
+		}
+	}
+	return c, nil
+}
+
+// add builds one replica and starts serving it. Serve runs until Close,
+// not until ctx ends: after a Ctrl-C the load test still reads the sale
+// back through the replicas, so they must outlive the signal.
+func (c *cluster) add(ctx, serveCtx context.Context, cfg app.Config, logger *slog.Logger) error {
+	srv, err := app.NewServer(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return errors.Join(err, srv.Close())
+	}
+	c.servers = append(c.servers, srv)
+	c.urls = append(c.urls, "http://"+ln.Addr().String())
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		if err := srv.Serve(serveCtx, ln); err != nil {
+			c.mu.Lock()
+			c.serveErr = append(c.serveErr, fmt.Errorf("replica on %s: %w", ln.Addr(), err))
+			c.mu.Unlock()
+		}
+	}()
+	return nil
+}
+
+// counters sums the replicas' fence rejections and lost leases: what the
+// sale's report cannot see from outside, and what shows that a fault
+// really happened and what stopped it.
+func (c *cluster) counters() (fenceRejected, leasesLost int64) {
+	for _, s := range c.servers {
+		fenceRejected += s.Metrics().FenceRejections()
+		leasesLost += s.Metrics().LeasesLost()
+	}
+	return fenceRejected, leasesLost
+}
+
+// Close shuts every replica down (graceful, then closing its Locker, Redis
+// client and database) and removes the temporary directory. It is safe to
+// call more than once; the Redis belongs to the caller.
+func (c *cluster) Close() error {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		c.wg.Wait()
+		errs := c.serveErr
+		for _, s := range c.servers {
+			errs = append(errs, s.Close())
+		}
+		if err := os.RemoveAll(c.dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", c.dir, err))
+		}
+		c.closeErr = errors.Join(errs...)
+	})
+	return c.closeErr
+}

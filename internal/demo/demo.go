@@ -1,0 +1,171 @@
+// Package demo is "seckill demo": the whole system on one machine, in one
+// command, with nothing installed but Go. It starts Redis (a redis-server
+// child when one is on PATH, otherwise an embedded miniredis), a temporary
+// SQLite file and several replicas of the service on loopback ports sharing
+// them, runs the load test against every replica, prints the report and
+// the verdict, and removes everything it started, also after a Ctrl-C or an
+// error. With -matrix it runs a short sale per lock mode and fault and
+// prints one table: the project's claim, and the control groups that show
+// the checker would have caught a failure, in one screen.
+//
+// The package imports internal/app to build the replicas, so app cannot
+// name it in its command table; main.go hands Command to app.Run instead.
+package demo
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/seckill-ref/seckill/internal/app"
+	"github.com/seckill-ref/seckill/loadtest"
+)
+
+// Exit statuses, as loadtest's: the CI scripts read them.
+const (
+	exitOK    = loadtest.ExitOK
+	exitFail  = loadtest.ExitFail
+	exitError = loadtest.ExitError
+)
+
+// Command is the demo as a subcommand of the seckill program.
+func Command() app.Command {
+	return app.Command{
+		Name:    "demo",
+		Summary: "start Redis and two replicas in this process, run a flash sale on them, check it, clean up",
+		Run:     Main,
+	}
+}
+
+// Main runs the demo with args (without the command name). It reads the
+// environment only through getenv; the report goes to stdout, problems and
+// the replicas' warnings to stderr. The exit status travels as an
+// app.ExitError, after Main has said why; -h returns flag.ErrHelp.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	if err != nil {
+		if !errors.Is(err, errFlagParse) {
+			fmt.Fprintf(stderr, "demo: %v\nRun 'seckill demo -h' for usage.\n", err)
+		}
+		return exit(exitError)
+	}
+	// Until Main returns, these signals stop the sale but not the clean-up:
+	// the redis-server child sits in its own process group and would
+	// outlive a demo killed by a default handler. SIGPIPE is here for
+	// "seckill demo | head": the writes then fail instead of killing us.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	defer stop()
+
+	logs, err := openReplicaLogs(o.logFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return exit(exitError)
+	}
+	defer logs.Close()
+
+	var rds *redisHandle
+	if o.needsRedis() {
+		if rds, err = startRedis(ctx, o.redis, stderr); err != nil {
+			fmt.Fprintf(stderr, "demo: %v\n", err)
+			return exit(exitError)
+		}
+	}
+	var code int
+	if o.matrix {
+		code = runMatrix(ctx, o, rds, logs.logger, stdout, stderr)
+	} else {
+		code = runSale(ctx, o, rds, logs, stdout, stderr)
+	}
+	if rds != nil {
+		if err := rds.Close(); err != nil {
+			fmt.Fprintf(stderr, "demo: stop Redis: %v\n", err)
+			code = exitError
+		}
+	}
+	return exit(code)
+}
+
+// exit turns an exit status into Main's error.
+func exit(code int) error {
+	if code == exitOK {
+		return nil
+	}
+	return app.ExitError{Code: code}
+}
+
+// runSale is the demo without -matrix: one sale with the flags' settings.
+// rds is nil when the lock mode needs no Redis.
+func runSale(ctx context.Context, o options, rds *redisHandle, logs *replicaLogs, stdout, stderr io.Writer) int {
+	cfg := o.svc
+	cfg.AdminToken = rand.Text()
+	if rds != nil {
+		cfg.RedisAddr = rds.addr
+		fmt.Fprintf(stdout, "demo: Redis: %s\n", rds.describe())
+	} else {
+		fmt.Fprintf(stdout, "demo: no Redis: lock mode %s does not use it\n", cfg.Lock)
+	}
+	c, err := startCluster(ctx, o.replicas, cfg, logs.logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return exitError
+	}
+	defer func() {
+		if err := c.Close(); err != nil {
+			fmt.Fprintf(stderr, "demo: clean up: %v\n", err)
+		}
+	}()
+	fmt.Fprintf(stdout, "demo: %d replica(s) %s sharing %s\n", len(c.urls), strings.Join(c.urls, " "), c.db)
+	fmt.Fprintf(stdout, "demo: %s\n", describeService(cfg))
+
+	sale := o.sale
+	sale.Targets, sale.AdminToken = c.urls, cfg.AdminToken
+	rep, err := loadtest.Run(ctx, sale, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return exitError
+	}
+	if cfg.Lock == app.LockRedis {
+		rejected, lost := c.counters()
+		fmt.Fprintf(stdout, "demo: the replicas counted %d fence rejection(s) and %d lost lease(s)\n", rejected, lost)
+	}
+	if s := logs.summary(); s != "" {
+		fmt.Fprintf(stdout, "demo: %s\n", s)
+	}
+	fmt.Fprintf(stdout, "demo: %s\n", rep.Verdict())
+	if !rep.OK() {
+		return exitFail
+	}
+	return exitOK
+}
+
+// describeService says what guards the sale, in a line.
+func describeService(cfg app.Config) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lock %s", cfg.Lock)
+	if cfg.Lock == app.LockRedis {
+		renew := "on"
+		if !cfg.LockRenew {
+			renew = "off"
+		}
+		fence := "fencing on"
+		if cfg.UnsafeNoFence {
+			fence = "FENCING OFF (unsafe)"
+		}
+		fmt.Fprintf(&b, " (TTL %v, renewal %s, %s)", cfg.LockTTL, renew, fence)
+	}
+	fmt.Fprintf(&b, ", wait up to %v", cfg.LockWait)
+	if cfg.ChaosPause > 0 && cfg.ChaosProb > 0 {
+		fmt.Fprintf(&b, "; chaos: holders pause %v with probability %g", cfg.ChaosPause, cfg.ChaosProb)
+	}
+	return b.String()
+}

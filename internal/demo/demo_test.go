@@ -1,0 +1,125 @@
+package demo_test
+
+import (
+	"context"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The demo's main job, on both kinds of Redis: two replicas under the
+// distributed lock sell exactly the stock, and everything is gone after.
+func TestDemoPasses(t *testing.T) {
+	for _, tt := range []struct {
+		redis, want string
+	}{
+		{"embedded", "demo: Redis: embedded Redis (miniredis) on 127.0.0.1:"},
+		{"server", "demo: Redis: redis-server on 127.0.0.1:"},
+	} {
+		t.Run(tt.redis, func(t *testing.T) {
+			r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": tt.redis}, args()...)
+			if r.code != 0 {
+				t.Errorf("exit status: got %d, want 0", r.code)
+			}
+			for _, want := range []string{tt.want, "2 replica(s)", "lock redis (TTL 10s, renewal on, fencing on)",
+				"PASS (3) stock + sold == S", "demo: PASS: every safety invariant held"} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("stdout lacks %q", want)
+				}
+			}
+			assertCleanedUp(t, r)
+		})
+	}
+}
+
+// The control group: without a lock, with a little work inside the
+// critical section, the sale oversells and the demo says so, with the exit
+// status CI reads: 1 plainly, 0 when the oversell is what was expected.
+func TestDemoDetectsOversell(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		extra   []string
+		code    int
+		verdict string
+	}{
+		{"plain", nil, 1, "demo: FAIL: OVERSOLD"},
+		{"expected", []string{"-expect-oversell"}, 0, "demo: PASS: oversell detected"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runDemo(t, context.Background(), nil, nil, args(append([]string{"-lock", "none", "-chaos-pause", "2ms"}, tt.extra...)...)...)
+			if r.code != tt.code {
+				t.Errorf("exit status: got %d, want %d", r.code, tt.code)
+			}
+			for _, want := range []string{"demo: no Redis", "FAIL (3) stock + sold == S", tt.verdict} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("stdout lacks %q", want)
+				}
+			}
+			assertCleanedUp(t, r)
+		})
+	}
+}
+
+// A Ctrl-C (here: the context ending, which is what the signal does) stops
+// the sale early, with purchases in flight and holding the lock; the demo
+// still reads the sale back and judges it, then stops the replicas and
+// redis-server and removes the directory.
+func TestDemoCleansUpWhenInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	progress := regexp.MustCompile(`s +sent [1-9]`) // the first progress line, a second in
+	stdout := &syncBuffer{onWrite: func(s string) {
+		if progress.MatchString(s) {
+			cancel()
+		}
+	}}
+	r := runDemo(t, ctx, stdout, map[string]string{"SECKILL_DEMO_REDIS": "server"},
+		"-duration", "1m", "-rate", "100", "-chaos-pause", "20ms")
+	if r.took > 30*time.Second {
+		t.Errorf("the demo took %v after the interrupt, want it to stop the one-minute sale early", r.took)
+	}
+	for _, want := range []string{"stopped early: interrupted", "demo: PASS"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	assertCleanedUp(t, r)
+}
+
+// An error after everything has started (the results file cannot be
+// created) is exit status 2, and still cleans up.
+func TestDemoCleansUpAfterError(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "missing", "results.bin")
+	r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": "server"}, args("-out", out)...)
+	if r.code != 2 {
+		t.Errorf("exit status: got %d, want 2", r.code)
+	}
+	if !strings.Contains(r.stderr, "results.bin") {
+		t.Errorf("stderr does not name the file that could not be written")
+	}
+	assertCleanedUp(t, r)
+}
+
+// Usage errors are exit status 2 before anything starts; -h is not an
+// error.
+func TestDemoUsage(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-h"}, 0, "Usage: seckill demo"},
+		{[]string{"-matrix", "-lock", "none"}, 2, "-matrix chooses these per row; drop -lock"},
+		{[]string{"-replicas", "0"}, 2, "-replicas 0: want 1..16"},
+		{[]string{"-redis", "cloud"}, 2, `-redis "cloud": want auto, server or embedded`},
+		{[]string{"-lock", "mutex"}, 2, `lock mode "mutex"`},
+		{[]string{"extra"}, 2, `unexpected argument "extra"`},
+	} {
+		r := runDemo(t, context.Background(), nil, nil, tt.args...)
+		if r.code != tt.code || !strings.Contains(r.stderr, tt.want) {
+			t.Errorf("demo %v: got exit %d and stderr %q, want exit %d and %q", tt.args, r.code, r.stderr, tt.code, tt.want)
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package demo
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/seckill-ref/seckill/internal/app"
+	"github.com/seckill-ref/seckill/loadtest"
+)
+
+// Defaults of the demo's own flags. The rate is above loadtest's default so
+// that two replicas are really contended; the matrix's duration is shorter
+// because it runs five sales.
+const (
+	DefaultReplicas       = 2
+	DefaultRate           = 300
+	DefaultDuration       = 5 * time.Second
+	DefaultMatrixDuration = 3 * time.Second
+	maxReplicas           = 16
+)
+
+// Where the Redis of the redis lock mode comes from (-redis, or the
+// SECKILL_DEMO_REDIS environment variable).
+const (
+	redisAuto     = "auto"     // redis-server when on PATH, else embedded
+	redisServer   = "server"   // redis-server, or fail
+	redisEmbedded = "embedded" // miniredis in this process
+)
+
+// options is the parsed command line.
+type options struct {
+	replicas int
+	redis    string // redisAuto, redisServer or redisEmbedded
+	matrix   bool
+	logFile  string // replica logs; "" is the default destination
+
+	// sale holds the load test's settings, without targets and token.
+	sale loadtest.Config
+	// svc holds the replicas' settings, without addresses and database.
+	svc app.Config
+}
+
+const usageText = `Usage: seckill demo [flags]
+
+Starts Redis (redis-server when it is on PATH, otherwise an embedded one), a
+temporary SQLite database and -replicas replicas of the service on loopback
+ports, runs a flash sale against all of them, prints the report and the
+verdict, and removes everything it started.
+
+-matrix runs a short sale per lock mode and fault instead, and prints one
+table that shows where the sale oversells and where it does not.
+
+Exit status: 0 when the verdict is a pass (with -matrix: every row as
+expected), 1 when it is not (an oversell, or with -expect-oversell none),
+2 for usage errors and failures to start or to run.
+
+Environment: SECKILL_DEMO_REDIS=auto|server|embedded is the default of -redis.
+
+Flags:
+`
+
+// serviceFlags are the flags that configure the replicas: -matrix sets
+// them per row, so giving one with -matrix is a mistake worth saying.
+var serviceFlags = []string{"lock", "lock-ttl", "lock-renew", "chaos-pause", "chaos-prob", "unsafe-no-fence", "expect-oversell", "out", "plot"}
+
+// parseFlags turns args into options. It returns flag.ErrHelp for -h, and
+// errFlagParse when the flag package has already printed the problem.
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+	o := options{svc: app.DefaultConfig()}
+	fs := flag.NewFlagSet("seckill demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageText)
+		fs.PrintDefaults()
+	}
+
+	redisDefault := getenv("SECKILL_DEMO_REDIS")
+	if redisDefault == "" {
+		redisDefault = redisAuto
+	}
+	fs.IntVar(&o.replicas, "replicas", DefaultReplicas, "number of service replicas sharing Redis and the database")
+	fs.StringVar(&o.redis, "redis", redisDefault, "`where` Redis comes from: auto (redis-server if on PATH, else embedded), server or embedded")
+	fs.BoolVar(&o.matrix, "matrix", false, "run a short sale per lock mode and fault, and print one table")
+	fs.StringVar(&o.logFile, "log", "", "append the replicas' warnings and errors to this `file` (default: only count them)")
+
+	fs.Int64Var(&o.sale.Stock, "stock", loadtest.DefaultStock, "stock of the product on sale")
+	fs.IntVar(&o.sale.Rate, "rate", DefaultRate, "purchase requests per second")
+	fs.DurationVar(&o.sale.Duration, "duration", DefaultDuration, "how long to send requests (-matrix: 3s unless given)")
+	fs.Float64Var(&o.sale.RepeatShare, "repeat-share", loadtest.DefaultRepeatShare, "share of requests, 0..1, that reuse an earlier buyer and must be refused")
+	fs.BoolVar(&o.sale.ExpectOversell, "expect-oversell", false, "pass only if an oversell is detected (for the broken lock modes)")
+	fs.StringVar(&o.sale.Out, "out", "", "write Vegeta's results to this `file` (gob, for vegeta report and vegeta plot)")
+	fs.StringVar(&o.sale.Plot, "plot", "", "write Vegeta's HTML latency plot to this `file`")
+
+	lock := string(o.svc.Lock)
+	fs.StringVar(&lock, "lock", lock, "lock `mode`: redis, none (no lock: oversells) or local (in-process mutex: oversells with 2 replicas)")
+	fs.DurationVar(&o.svc.LockTTL, "lock-ttl", o.svc.LockTTL, "lock lease")
+	fs.DurationVar(&o.svc.LockWait, "lock-wait", o.svc.LockWait, "longest wait for a lock before 503 busy")
+	fs.BoolVar(&o.svc.LockRenew, "lock-renew", o.svc.LockRenew, "renew leases in the background")
+	fs.DurationVar(&o.svc.ChaosPause, "chaos-pause", o.svc.ChaosPause, "fault injection: lock holders sleep this long between their checks and their writes")
+	fs.Float64Var(&o.svc.ChaosProb, "chaos-prob", o.svc.ChaosProb, "fault injection: `probability` (0..1) of the chaos pause")
+	fs.BoolVar(&o.svc.UnsafeNoFence, "unsafe-no-fence", o.svc.UnsafeNoFence, "UNSAFE, for demonstrations: turn fencing off in redis mode")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, errFlagParse
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q: flags only", fs.Arg(0))
+	}
+	o.svc.Lock = app.LockMode(strings.ToLower(lock))
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.matrix {
+		var clash []string
+		for _, name := range serviceFlags {
+			if set[name] {
+				clash = append(clash, "-"+name)
+			}
+		}
+		if len(clash) > 0 {
+			return o, fmt.Errorf("-matrix chooses these per row; drop %s", strings.Join(clash, " "))
+		}
+		if !set["duration"] {
+			o.sale.Duration = DefaultMatrixDuration
+		}
+	}
+	return o, o.validate()
+}
+
+// errFlagParse marks errors the flag package has already printed.
+var errFlagParse = errors.New("flag parse error")
+
+// validate refuses what would fail later, before anything is started.
+func (o options) validate() error {
+	var errs []error
+	if o.replicas < 1 || o.replicas > maxReplicas {
+		errs = append(errs, fmt.Errorf("-replicas %d: want 1..%d", o.replicas, maxReplicas))
+	}
+	switch o.redis {
+	case redisAuto, redisServer, redisEmbedded:
+	default:
+		errs = append(errs, fmt.Errorf("-redis %q: want auto, server or embedded", o.redis))
+	}
+	// Zero would mean "default" to loadtest.Run; on a command line it is a
+	// mistake.
+	if o.sale.Stock <= 0 || o.sale.Rate <= 0 || o.sale.Duration <= 0 {
+		errs = append(errs, errors.New("-stock, -rate and -duration must be positive"))
+	}
+	if err := o.svc.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// needsRedis says whether any sale of this run uses the redis lock mode:
+// none and local need no Redis, so the demo does not start one for them.
+func (o options) needsRedis() bool { return o.matrix || o.svc.Lock == app.LockRedis }

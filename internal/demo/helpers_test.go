@@ -1,0 +1,129 @@
+package demo_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/seckill-ref/seckill/internal/app"
+	"github.com/seckill-ref/seckill/internal/demo"
+)
+
+// TestMain checks that no test leaves a goroutine behind: the replicas'
+// servers, the Redis clients, the embedded Redis and its clock must all
+// have stopped when Main returns.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// syncBuffer is a bytes.Buffer that goroutines may write while the test
+// reads it. onWrite, when set, sees everything written so far.
+type syncBuffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	onWrite func(string)
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.buf.Write(p)
+	if b.onWrite != nil {
+		b.onWrite(b.buf.String())
+	}
+	return n, err
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// run is one demo: its exit status and what it printed.
+type run struct {
+	code           int
+	stdout, stderr string
+	took           time.Duration
+}
+
+// runDemo runs demo.Main as main.go would, with env as the environment.
+func runDemo(t *testing.T, ctx context.Context, stdout *syncBuffer, env map[string]string, args ...string) run {
+	t.Helper()
+	if stdout == nil {
+		stdout = &syncBuffer{}
+	}
+	var stderr syncBuffer
+	start := time.Now()
+	err := demo.Main(ctx, args, func(k string) string { return env[k] }, stdout, &stderr)
+	r := run{stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
+	var exit app.ExitError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &exit):
+		r.code = exit.Code
+	default:
+		t.Fatalf("Main returned %v, want nil or an app.ExitError", err)
+	}
+	t.Logf("demo %s: exit %d after %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, r.took.Round(time.Millisecond), r.stdout, r.stderr)
+	return r
+}
+
+var (
+	pidRE  = regexp.MustCompile(`demo: Redis: redis-server on \S+ \(pid (\d+)\)`)
+	addrRE = regexp.MustCompile(`demo: Redis: embedded Redis \(miniredis\) on (\S+)`)
+	dirRE  = regexp.MustCompile(`sharing (\S+)/seckill\.db`)
+)
+
+// assertCleanedUp checks, from what the demo printed, that its temporary
+// directory is gone, and its Redis too.
+func assertCleanedUp(t *testing.T, r run) {
+	t.Helper()
+	m := dirRE.FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatal("the demo did not print its database path")
+	}
+	if _, err := os.Stat(m[1]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("temporary directory %s: got stat error %v, want it removed", m[1], err)
+	}
+	assertRedisGone(t, r)
+}
+
+// assertRedisGone checks that the Redis the demo printed has stopped: the
+// redis-server process no longer exists, or the embedded server no longer
+// accepts connections.
+func assertRedisGone(t *testing.T, r run) {
+	t.Helper()
+	if m := pidRE.FindStringSubmatch(r.stdout); m != nil {
+		pid, _ := strconv.Atoi(m[1])
+		// Signal 0 checks for existence. redisproc reaps its child, so a
+		// stopped server leaves no zombie behind that would still answer.
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("redis-server pid %d: kill -0 gave %v, want ESRCH (process gone)", pid, err)
+		}
+	}
+	if m := addrRE.FindStringSubmatch(r.stdout); m != nil {
+		if conn, err := net.DialTimeout("tcp", m[1], time.Second); err == nil {
+			_ = conn.Close()
+			t.Errorf("the embedded Redis on %s still accepts connections", m[1])
+		}
+	}
+}
+
+// short is a short sale: enough buyers for the races of the unsafe modes
+// to happen, over in about a second.
+var short = []string{"-duration", "1s", "-rate", "300", "-stock", "50"}
+
+func args(extra ...string) []string { return append(append([]string{}, short...), extra...) }
