@@ -68,11 +68,13 @@
 // the largest token it has seen and refuses writes with smaller ones: a
 // paused holder that wakes up after someone else acquired is refused. The
 // token is issued by the acquire script itself, atomically with the
-// acquisition, as max(last token + 1, the server's clock in microseconds):
-// the counter makes tokens strictly increase, and the clock makes them keep
-// increasing when a restart without persistence loses the counter. The
-// seckill service in this repository shows the protocol against a SQL
-// database (internal/seckill).
+// acquisition: the last token plus one, or, when a restart without
+// persistence lost the counter, the server's clock in microseconds. The
+// counter makes tokens strictly increase; the clock makes them keep
+// increasing across the loss, since the counter (seeded from the clock,
+// one per acquisition, each a script run of several microseconds) never
+// overtakes it. The seckill service in this repository shows the protocol
+// against a SQL database (internal/seckill).
 //
 // # Waiting: queued hand-off instead of polling
 //

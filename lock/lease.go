@@ -42,17 +42,16 @@ type Lock struct {
 // newLock starts the watchdog of a lock just won. deadline is a time the
 // lease certainly lasts until: the send time of the request that took it
 // (or an earlier bound) plus the lease. Caller holds Locker.mu.
-func (l *Locker) newLock(name, owner string, token int64, deadline time.Time) *Lock {
+func (l *Locker) newLock(q *queue, owner string, token int64, deadline time.Time) *Lock {
 	lk := &Lock{
 		l:        l,
-		name:     name,
-		k:        newKeys(l.opts.Prefix, name),
+		name:     q.name,
+		k:        q.k,
 		owner:    owner,
 		token:    token,
 		acquired: time.Now(),
 		deadline: deadline,
 		lost:     make(chan struct{}),
-		cancels:  make(map[int]context.CancelCauseFunc),
 		renewAt:  deadline.Add(l.opts.RenewInterval - l.opts.TTL),
 		index:    -1,
 	}
@@ -115,6 +114,9 @@ func (lk *Lock) Context(parent context.Context) (ctx context.Context, cancel con
 	}
 	id := lk.nextID
 	lk.nextID++
+	if lk.cancels == nil {
+		lk.cancels = make(map[int]context.CancelCauseFunc)
+	}
 	lk.cancels[id] = cancelCause
 	lk.mu.Unlock()
 	return ctx, func() {
@@ -278,7 +280,7 @@ func (lk *Lock) lose(cause error) {
 	lk.lostErr = cause
 	lk.l.dog.remove(lk)
 	cancels := lk.cancels
-	lk.cancels = make(map[int]context.CancelCauseFunc)
+	lk.cancels = nil
 	lk.mu.Unlock()
 	// Contexts first: whoever wakes on Lost must find them cancelled too.
 	for _, c := range cancels {

@@ -294,7 +294,7 @@ func (l *Locker) tryOnce(ctx context.Context, q *queue) (*Lock, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.newLock(q.name, ticket, res.token, res.deadline), nil
+	return l.newLock(q, ticket, res.token, res.deadline), nil
 }
 
 // cleanup voids ticket: deletes the lock if ticket owns it (passing it to

@@ -47,7 +47,7 @@ type queue struct {
 	withdraw []string
 
 	driving    bool          // the driver goroutine runs
-	kick       chan struct{} // wakes the driver; capacity 1
+	kick       chan struct{} // wakes the driver; capacity 1, made with the driver
 	subscribed bool          // the channel is in the Locker's subscription
 	lastErr    error         // the driver's last Redis error, for the waiters' error
 }
@@ -63,7 +63,7 @@ type grant struct {
 }
 
 func (l *Locker) newQueue(name string) *queue {
-	q := &queue{name: name, k: newKeys(l.opts.Prefix, name), kick: make(chan struct{}, 1)}
+	q := &queue{name: name, k: newKeys(l.opts.Prefix, name)}
 	l.queues[name] = q
 	return q
 }
@@ -122,6 +122,9 @@ func (l *Locker) settle(q *queue) {
 	if len(q.waiters) > 0 || q.ticket != "" || len(q.withdraw) > 0 {
 		if !q.driving && !l.closed {
 			q.driving = true
+			if q.kick == nil {
+				q.kick = make(chan struct{}, 1)
+			}
 			l.wg.Add(1)
 			go l.drive(q)
 		}
@@ -148,7 +151,7 @@ func (l *Locker) handOff(q *queue, ticket string, token int64, deadline time.Tim
 	w := q.waiters[0]
 	q.waiters = q.waiters[1:]
 	q.ticket, q.registered, q.pending = "", false, nil
-	lk := l.newLock(q.name, ticket, token, deadline)
+	lk := l.newLock(q, ticket, token, deadline)
 	q.holder = lk
 	w.ch <- lk
 }

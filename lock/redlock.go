@@ -26,8 +26,8 @@ import (
 //     still arrive (the ticket's tombstone then makes it fail).
 //   - Extend and renewal need a quorum too; without one, the lease is lost
 //     and the holder is told.
-//   - Fencing tokens: each node issues max(its last token + 1, its clock in
-//     µs) in the acquire script; the holder takes the largest over its
+//   - Fencing tokens: each node issues its last token + 1 (its clock in µs
+//     when it lost the counter) in the acquire script; the holder takes the largest over its
 //     quorum and raises the counter of every node it holds to it before
 //     returning. Any two quorums share a node, so the next holder's token
 //     is larger, while at most a minority of nodes is down or restarted

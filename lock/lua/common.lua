@@ -26,15 +26,24 @@ local function now_ms() return math.floor(now_us() / 1000) end
 -- '%.0f' prints every integer a double holds exactly (up to 2^53).
 local function int(n) return string.format('%.0f', n) end
 
--- next_token issues the fencing token of a new acquisition: one more than the
--- last token, and never below the server clock in microseconds. The counter
--- alone would restart at 1 after a restart without persistence; the clock
--- alone could repeat after a clock step back. Together a token is larger than
--- every earlier one unless the counter is lost AND the clock went back by
--- more than the restart took.
+-- next_token issues the fencing token of a new acquisition: one more than
+-- the last token, or, when the counter is missing (first use, or a restart
+-- without persistence lost it), the server clock in microseconds. The
+-- counter alone would restart at 1; the clock is larger than every token
+-- issued before, because the counter, once seeded from the clock, grows by
+-- one per acquisition and each acquisition is a script run of several
+-- microseconds, so it never overtakes the clock. That holds unless the
+-- clock stepped back by more than the restart took. The clock is read only
+-- when needed: TIME on every acquisition was the priciest call of the
+-- uncontended path.
 local function next_token()
-  local tok = tonumber(redis.call('GET', fence_key) or '0') + 1
-  if now_us() > tok then tok = now_us() end
+  local last = redis.call('GET', fence_key)
+  local tok
+  if last then
+    tok = tonumber(last) + 1
+  else
+    tok = now_us()
+  end
   redis.call('SET', fence_key, int(tok))
   return tok
 end
