@@ -175,6 +175,7 @@ func (lk *Lock) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: %q was already released", ErrNotHeld, lk.name)
 	}
 	lk.released = true
+	reported := lk.lostErr != nil
 	lk.l.dog.remove(lk)
 	// A renewal already in flight may still land: before the release
 	// script it extends a lease about to be deleted, after it it finds no
@@ -191,7 +192,14 @@ func (lk *Lock) Release(ctx context.Context) error {
 	}
 
 	released, err := lk.l.release(ctx, lk)
-	lk.l.opts.Observer.Released(lk.name, time.Since(lk.acquired))
+	obs := lk.l.opts.Observer
+	obs.Released(lk.name, time.Since(lk.acquired))
+	if !reported && (lostErr != nil || (err == nil && !released)) {
+		// Lost, and found out only now: the deadline passed before the
+		// watchdog looked, or the key was already gone or someone else's.
+		// lose was never called, so count the loss here.
+		obs.LeaseLost(lk.name)
+	}
 	switch {
 	case lostErr != nil:
 		return fmt.Errorf("%w: %q", lostErr, lk.name)

@@ -424,3 +424,36 @@ func TestDistinctNamesDoNotContend(t *testing.T) {
 		release(t, lk)
 	}
 }
+
+// countingObserver counts lost leases, as the service's metrics do.
+type countingObserver struct {
+	lock.NopObserver
+	lost atomic.Int64
+}
+
+func (o *countingObserver) LeaseLost(string) { o.lost.Add(1) }
+
+// A loss that only Release finds (renewal off, the key taken away long
+// before the deadline) is still a lost lease, and counted once.
+func TestLossFoundByReleaseIsCounted(t *testing.T) {
+	srv := redistest.Start(t)
+	obs := &countingObserver{}
+	l := newLocker(t, srv, lock.Options{TTL: time.Minute, DisableRenewal: true, Observer: obs})
+	lk := mustAcquire(t, l, "res")
+	srv.Client().Del(context.Background(), lockKey("res"))
+	if err := lk.Release(context.Background()); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Release = %v, want ErrNotHeld", err)
+	}
+	if n := obs.lost.Load(); n != 1 {
+		t.Fatalf("lost leases counted: %d, want 1", n)
+	}
+	// A loss the watchdog reported is not counted again by Release.
+	l2 := newLocker(t, srv, lock.Options{TTL: 150 * time.Millisecond, Observer: obs})
+	lk2 := mustAcquire(t, l2, "res2")
+	srv.Client().Del(context.Background(), lockKey("res2"))
+	<-lk2.Lost()
+	_ = lk2.Release(context.Background())
+	if n := obs.lost.Load(); n != 2 {
+		t.Fatalf("lost leases counted: %d, want 2", n)
+	}
+}

@@ -34,6 +34,12 @@ import (
 //     without persistence (and the clock component covers a restarted
 //     node that is in the shared one).
 //
+// Give each node a client that answers within NodeTimeout or fails:
+// ContextTimeoutEnabled (so the per-node deadline bounds reads),
+// MaxRetries -1 and DialerRetries 1 (so a dead node is not retried inside
+// one call). Otherwise a call to a dead node takes the whole NodeTimeout
+// every time, and the lock slows down while a minority is down.
+//
 // Hand-off: a release wakes the waiters of every process (a message on each
 // node); one goroutine per process and lock tries again, so waiting is not
 // polling. Grants cannot be handed over in a script as with one server:

@@ -32,7 +32,7 @@ func newRedlock(t *testing.T, nodes []*redistest.Server, opts lock.Options) *loc
 	t.Helper()
 	var clients []redis.UniversalClient
 	for _, n := range nodes {
-		c := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+		c := redis.NewClient(&redis.Options{Addr: n.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1, DialTimeout: 200 * time.Millisecond})
 		t.Cleanup(func() { _ = c.Close() })
 		clients = append(clients, c)
 	}
