@@ -110,7 +110,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	logger.Info("serving", "addr", ln.Addr().String(), "lock", cfg.Lock, "redis", cfg.RedisAddr,
+	redisAt := any(cfg.RedisAddr)
+	if len(cfg.RedisAddrs) > 0 {
+		redisAt = "redlock:" + strings.Join(cfg.RedisAddrs, ",")
+	}
+	logger.Info("serving", "addr", ln.Addr().String(), "lock", cfg.Lock, "redis", redisAt,
 		"database", cfg.Database, "lock_ttl", cfg.LockTTL, "lock_wait", cfg.LockWait, "lock_renew", cfg.LockRenew)
 	if cfg.ChaosPause > 0 {
 		logger.Warn("chaos: lock holders pause inside the critical section", "pause", cfg.ChaosPause, "probability", cfg.ChaosProb)
