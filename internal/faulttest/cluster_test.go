@@ -1,0 +1,273 @@
+package faulttest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-ref/seckill/internal/redistest"
+	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/loadtest"
+)
+
+// longForm is FAULTTEST_LONG=1: bigger sales, longer faults. The default
+// is the short form CI runs with `go test -race ./...`.
+var longForm = os.Getenv("FAULTTEST_LONG") == "1"
+
+// pick returns short in the default form and long with FAULTTEST_LONG=1.
+func pick[T any](short, long T) T {
+	if longForm {
+		return long
+	}
+	return short
+}
+
+// faultTimeout bounds a scenario's fault goroutine as a whole; each of its
+// waits has its own, shorter deadline. faultGrace is how long it may go on
+// once the sale is over: long enough to collect evidence of what it did,
+// not to wait for progress that can no longer come.
+const (
+	faultTimeout = 90 * time.Second
+	faultGrace   = 15 * time.Second
+)
+
+// cluster is the shared state of one scenario's replicas: the Redis
+// server(s) of the lock and one SQLite file in the test's temp directory.
+type cluster struct {
+	t     *testing.T
+	redis []*redistest.Server
+	db    string
+}
+
+// newCluster starts nRedis redis-server processes (stopped by PID when the
+// test ends). With one, replicas get REDIS_ADDR; with three or more,
+// REDIS_ADDRS, which makes their lock a Redlock.
+func newCluster(t *testing.T, nRedis int) *cluster {
+	t.Helper()
+	c := &cluster{t: t, db: filepath.Join(t.TempDir(), "seckill.db")}
+	for range nRedis {
+		c.redis = append(c.redis, redistest.Start(t))
+	}
+	return c
+}
+
+// replica starts a replica on the cluster with env on top of the cluster's
+// settings.
+func (c *cluster) replica(name string, env map[string]string) *replica {
+	c.t.Helper()
+	e := map[string]string{"DATABASE": c.db}
+	if len(c.redis) == 1 {
+		e["REDIS_ADDR"] = c.redis[0].Addr()
+	} else {
+		addrs := make([]string, len(c.redis))
+		for i, s := range c.redis {
+			addrs[i] = s.Addr()
+		}
+		e["REDIS_ADDRS"] = strings.Join(addrs, ",")
+	}
+	for k, v := range env {
+		e[k] = v
+	}
+	return startReplica(c.t, name, e)
+}
+
+// with returns a copy of base with the pairs k1, v1, k2, v2... set.
+func with(base map[string]string, kv ...string) map[string]string {
+	out := make(map[string]string, len(base)+len(kv)/2)
+	for k, v := range base {
+		out[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i]] = kv[i+1]
+	}
+	return out
+}
+
+// saleConfig is a short, bounded sale of an existing product against
+// targets. The load test reads the product and its orders back through
+// the first target, so a replica that a fault kills must not be first.
+func saleConfig(id int64, rate int, d time.Duration, targets ...*replica) loadtest.Config {
+	urls := make([]string, len(targets))
+	for i, r := range targets {
+		urls[i] = r.url
+	}
+	return loadtest.Config{
+		Targets:      urls,
+		AdminToken:   adminToken,
+		ProductID:    id,
+		Rate:         rate,
+		Duration:     d,
+		MaxRequests:  int(float64(rate) * d.Seconds()),
+		Timeout:      10 * time.Second,
+		ProgressMode: loadtest.ProgressOff,
+	}
+}
+
+// runSale runs the load test and, in another goroutine, fault; it returns
+// the report once both are done. fault gets a context that ends after
+// faultTimeout, or faultGrace after the sale; if fault fails, the sale is
+// interrupted so that the test ends soon, and the test fails with fault's
+// error. The report text goes to the test log.
+func runSale(t *testing.T, cfg loadtest.Config, fault func(ctx context.Context) error) loadtest.Report {
+	t.Helper()
+	saleCtx, cancelSale := context.WithCancel(context.Background())
+	defer cancelSale()
+	faultCtx, cancelFault := context.WithTimeout(context.Background(), faultTimeout)
+	defer cancelFault()
+
+	var (
+		wg       sync.WaitGroup
+		faultErr error
+		out      bytes.Buffer
+		rep      loadtest.Report
+		runErr   error
+	)
+	start := time.Now()
+	if fault != nil {
+		wg.Go(func() {
+			if faultErr = fault(faultCtx); faultErr != nil {
+				cancelSale()
+			}
+		})
+	}
+	rep, runErr = loadtest.Run(saleCtx, cfg, &out)
+	faultDone := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(faultDone)
+	}()
+	select {
+	case <-faultDone:
+	case <-time.After(faultGrace):
+		cancelFault()
+		<-faultDone
+	}
+	t.Logf("sale of product %d took %v:%s", cfg.ProductID, time.Since(start).Round(time.Millisecond), out.String())
+	if faultErr != nil {
+		t.Fatalf("fault injection: %v", faultErr)
+	}
+	if runErr != nil {
+		t.Fatalf("loadtest.Run: %v", runErr)
+	}
+	return rep
+}
+
+// assertSafe checks the load test's safety invariants (1-5: stock >= 0,
+// sold == orders, stock + sold == S, every 201 matched by an order of this
+// run, no user with two orders) and that the sale ran its course.
+func assertSafe(t *testing.T, rep loadtest.Report) {
+	t.Helper()
+	if rep.Stopped != "" {
+		t.Errorf("the sale stopped early: %s", rep.Stopped)
+	}
+	if rep.After.Stock < 0 {
+		t.Errorf("stock after the sale: got %d, want >= 0", rep.After.Stock)
+	}
+	for _, inv := range rep.Invariants {
+		if inv.Safety && inv.Status != loadtest.Pass {
+			t.Errorf("invariant (%d) %s: got %s, want PASS: %s", inv.Number, inv.Name, inv.Status, inv.Detail)
+		}
+	}
+	if rep.Oversold || !rep.OK() {
+		t.Errorf("verdict: got %q, want no oversell", rep.Verdict())
+	}
+}
+
+// assertOversold is the negative controls' check: with the protection off,
+// the checker must catch an oversell, or the scenario proves nothing.
+func assertOversold(t *testing.T, rep loadtest.Report) {
+	t.Helper()
+	s := rep.Before.Stock + rep.Before.Sold
+	t.Logf("control: S = %d, after the sale stock %d and %d sold: oversold by %d; 201s %d",
+		s, rep.After.Stock, rep.After.Sold, rep.After.Stock+rep.After.Sold-s, rep.Created)
+	if !rep.Oversold {
+		t.Errorf("with the protection off, got no oversell, want one: the scenario would not catch the failure it is about")
+	}
+}
+
+// assertFencesIncrease checks that orders, in id order, carry strictly
+// increasing fencing tokens: each was written by a newer lock holder than
+// the one before.
+func assertFencesIncrease(t *testing.T, orders []order) {
+	t.Helper()
+	for i := 1; i < len(orders); i++ {
+		if orders[i].Fence <= orders[i-1].Fence {
+			t.Errorf("order %d: fence %d, not above order %d's %d: tokens went backwards",
+				orders[i].ID, orders[i].Fence, orders[i-1].ID, orders[i-1].Fence)
+		}
+	}
+}
+
+// sold reads the product's sold count through r, for faults that wait for
+// progress; an error means "cannot tell yet".
+func sold(ctx context.Context, r *replica, id int64) (int64, bool) {
+	p, err := getProduct(ctx, r, id)
+	return p.Sold, err == nil
+}
+
+// waitSold polls until the product has more than n orders, as seen
+// through r.
+func waitSold(ctx context.Context, r *replica, id int64, n int64, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := poll(ctx, 5*time.Millisecond, func() (bool, error) {
+		s, ok := sold(ctx, r, id)
+		return ok && s > n, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for more than %d orders: %w", n, err)
+	}
+	return nil
+}
+
+// waitHolding polls until the product has at least minSold orders and r
+// is inside a purchase's critical section (it holds the product's lock),
+// and returns r's metrics at that moment. The caller acts on r at once:
+// with a chaos pause, r stays inside for the pause's length, far longer
+// than a scrape.
+func waitHolding(ctx context.Context, r, observer *replica, id, minSold int64, timeout time.Duration) (metrics, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var m metrics
+	err := poll(ctx, 2*time.Millisecond, func() (bool, error) {
+		if s, ok := sold(ctx, observer, id); !ok || s < minSold {
+			return false, nil
+		}
+		var err error
+		m, err = scrape(ctx, r)
+		return err == nil && m.held() >= 1, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for %s to hold the lock with %d orders made: %w", r.name, minSold, err)
+	}
+	return m, nil
+}
+
+// lockKey is the Redis key of a product's lock (package lock's naming:
+// prefix, then the name as a hash tag).
+func lockKey(id int64) string { return "lock:{" + seckill.LockName(id) + "}" }
+
+// lockState reads who owns a product's lock in the Redis at addr and how
+// long its lease has left (-2 ms: no such key).
+func lockState(ctx context.Context, addr string, id int64) (owner string, ttl time.Duration, err error) {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	owner, err = c.Get(ctx, lockKey(id)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", -2 * time.Millisecond, nil
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	ttl, err = c.PTTL(ctx, lockKey(id)).Result()
+	return owner, ttl, err
+}

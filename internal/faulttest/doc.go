@@ -1,0 +1,79 @@
+// Package faulttest is the fault-injection suite: it runs the real seckill
+// binary as separate OS processes against real redis-server processes,
+// sells a product with package loadtest, injects a fault in the middle of
+// the sale with real signals, and checks afterwards that nothing was
+// oversold. The package has no code of its own outside its tests.
+//
+// TestMain builds the seckill binary once (without -race, so the replicas
+// run at normal speed while the test binary itself may run under the race
+// detector). Each test starts its own redis-server processes
+// (internal/redistest) and 2 or 3 `seckill serve` replicas on free
+// 127.0.0.1 ports, sharing one SQLite file in the test's temp directory,
+// each with its own log file; it waits for /readyz by polling. Every
+// process is stopped by PID when the test ends, pass or fail (SIGCONT
+// first, for one a scenario left stopped); the tail of each replica's log
+// is printed when a test fails. A missing redis-server fails the run with
+// a message: a suite that skips itself proves nothing.
+//
+// Faults are timed by what can be observed, never by sleeping: a number of
+// orders made (GET /api/v1/products/:id), a replica holding the product's
+// lock (its /metrics: acquisitions minus releases), busy answers counted.
+// Where a fault must land inside a critical section, that replica gets a
+// chaos pause (CHAOS_PAUSE) between its checks and its writes, and the
+// test retries the fault, a bounded number of times, until it has evidence
+// that it landed there (a fence rejection, or in a control the oversell).
+//
+// Every scenario checks the load test's safety invariants: stock never
+// negative, sold equal to the orders, stock + sold equal to the stock
+// there was, every 201 matched by an order (allowing for requests whose
+// outcome is unknown, such as those cut by a kill), no user with two
+// orders. And each has a negative control: the same scenario with its
+// protection switched off must oversell, or lose leases, as listed below.
+//
+// The scenarios, what the lock and the fence do in each, and the negative
+// control that shows the scenario would catch the failure it is about:
+//
+//	Scenario 1: kill -9 a replica while it holds the product's lock
+//	  lock:     the lease is neither released nor renewed; it runs out
+//	            within LOCK_TTL and a survivor takes the lock over
+//	  outcome:  the sale completes on the survivors
+//	  control:  LOCK=local (a mutex per process) oversells
+//
+//	Scenario 2: SIGSTOP a lock holder for longer than the lease, SIGCONT
+//	  lock:     the lease runs out; the other replica takes the lock with
+//	            a newer fencing token and sells
+//	  fence:    refuses the woken holder's write (rejections > 0)
+//	  outcome:  nothing oversold
+//	  control:  UNSAFE_NO_FENCE=true oversells
+//
+//	Scenario 3: restart the single Redis (no persistence) while a holder
+//	            is inside its critical section
+//	  lock:     lock, queues and token counter are forgotten; the next
+//	            holder's token comes from the server's clock, still
+//	            larger than every earlier one
+//	  fence:    refuses the old holder's write
+//	  outcome:  nothing oversold, the orders' fences increase strictly,
+//	            the sale resumes
+//	  control:  UNSAFE_NO_FENCE=true oversells
+//
+//	Scenario 4: Redlock over 3 masters: kill one, then a second, then
+//	            restart both
+//	  lock:     2 of 3 is a quorum, the sale goes on; with 1 of 3 no lock
+//	            is acquired and buyers get 503 busy; the restarted (empty)
+//	            nodes rejoin
+//	  fence:    tokens keep increasing across the restarts
+//	  outcome:  nothing sold without a quorum, nothing oversold, the sale
+//	            completes
+//	  control:  LOCK=local oversells
+//
+//	Scenario 5: every critical section lasts 1.5 x the lease (chaos pause)
+//	  lock:     renewal every TTL/3 keeps the lease
+//	  fence:    has nothing to refuse
+//	  outcome:  no lease lost, no fence rejection
+//	  control:  LOCK_RENEW=false loses every lease; the fence refuses the
+//	            late writes and still keeps the sale exact
+//
+// The default is the short form that CI runs within `go test -race ./...`:
+// sales of a few seconds and a few dozen items. FAULTTEST_LONG=1 makes the
+// sales bigger and longer.
+package faulttest

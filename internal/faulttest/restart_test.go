@@ -1,0 +1,174 @@
+package faulttest
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Scenario 3: restart the single Redis server mid-sale, while a replica
+// is inside a purchase's critical section. The server keeps nothing
+// (no persistence): the lock, the wait queues and the fence counter are
+// gone, so the other replica acquires at once, with a token that the
+// empty server computes from its clock, not from the lost counter. It must
+// still be larger than the one the stalled holder got before the restart,
+// or the other replica's claim would fail and the sale would stop; and
+// the stalled holder's late write must be refused. Afterwards the orders'
+// fences increase strictly in order id, and the sale goes on.
+//
+// The holder is kept inside its critical section across the restart with
+// SIGSTOP, so that the order of events is certain rather than a race with
+// the chaos pause: stop it, restart Redis, wait until the other replica has
+// sold, continue it. The lease is long (10 s) and stays valid for the
+// whole stall: the other replica gets the lock only because Redis forgot
+// it, not because the lease ran out.
+func TestRedisRestartMidSale(t *testing.T) {
+	restartRedis(t, false)
+}
+
+// Negative control of scenario 3: the same restart with UNSAFE_NO_FENCE=true
+// oversells. The holder read the stock before the restart and writes it
+// back, minus one, after the other replica's sales.
+func TestRedisRestartControlNoFenceOversells(t *testing.T) {
+	restartRedis(t, true)
+}
+
+func restartRedis(t *testing.T, control bool) {
+	const ttl = 10 * time.Second
+	c := newCluster(t, 1)
+	env := map[string]string{"LOCK_TTL": ttl.String(), "LOCK_WAIT": "2s"}
+	if control {
+		env = with(env, "UNSAFE_NO_FENCE", "true")
+	}
+	a := c.replica("a", with(env, "CHAOS_PAUSE", "300ms"))
+	b := c.replica("b", env)
+
+	stock := pick(60, 200)
+	id := createProduct(t, b, stock)
+	srv := c.redis[0]
+
+	var notes []string
+	var soldAtRestart int64
+	fault := func(ctx context.Context) error {
+		for attempt := 1; attempt <= maxFaultAttempts; attempt++ {
+			before, err := waitHolding(ctx, a, b, id, 3, 30*time.Second)
+			if err != nil {
+				return err
+			}
+			if err := a.signal(syscall.SIGSTOP); err != nil {
+				return err
+			}
+			stoppedAt := time.Now()
+			s, ok := sold(ctx, b, id)
+			if !ok {
+				_ = a.signal(syscall.SIGCONT)
+				return fmt.Errorf("read the product from %s", b.name)
+			}
+			soldAtRestart = s
+			if err := srv.Server.Restart(ctx); err != nil {
+				_ = a.signal(syscall.SIGCONT)
+				return fmt.Errorf("restart redis-server: %w", err)
+			}
+			restarted := time.Since(stoppedAt)
+			// The sale resumes: b sells on the empty server.
+			werr := waitSold(ctx, b, id, s, 30*time.Second)
+			stopped := time.Since(stoppedAt)
+			if err := a.signal(syscall.SIGCONT); err != nil {
+				return err
+			}
+			if werr != nil {
+				return fmt.Errorf("after the restart: %w", werr)
+			}
+			note := fmt.Sprintf("attempt %d: %s stopped with %d sold; Redis (pid %d now) back after %v; %s sold again; %s continued after %v",
+				attempt, a.name, s, srv.PID(), restarted.Round(time.Millisecond), b.name, a.name, stopped.Round(time.Millisecond))
+			evidence, err := waitEvidence(ctx, a, b, id, int64(stock), before, control)
+			if err != nil {
+				return err
+			}
+			notes = append(notes, note+"; "+evidence)
+			if evidence != "" {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d attempts, none caught %s inside its critical section: %v", maxFaultAttempts, a.name, notes)
+	}
+	cfg := saleConfig(id, pick(60, 100), pick(6*time.Second, 15*time.Second), b, a)
+	cfg.ExpectOversell = control
+	rep := runSale(t, cfg, fault)
+	for _, l := range notes {
+		t.Log(l)
+	}
+
+	orders, err := allOrders(context.Background(), b, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ma := mustScrape(t, a)
+	t.Logf("%s: fence rejections claim %v write %v, leases lost %v; %d orders, fences from %d to %d",
+		a.name, ma[mFenceClaim], ma[mFenceWrite], ma[mLeasesLost], len(orders), first(orders).Fence, last(orders).Fence)
+	if control {
+		assertOversold(t, rep)
+		backwards := 0
+		for i := 1; i < len(orders); i++ {
+			if orders[i].Fence <= orders[i-1].Fence {
+				backwards++
+			}
+		}
+		t.Logf("control: %d orders carry a fence not above the previous order's", backwards)
+		return
+	}
+	assertSafe(t, rep)
+	assertFencesIncrease(t, orders)
+	if ma.fenceRejections() == 0 {
+		t.Errorf("fence rejections of the replica stalled across the restart: got 0, want > 0")
+	}
+	if rep.After.Sold <= soldAtRestart {
+		t.Errorf("orders after the sale: got %d, want more than the %d there were at the restart", rep.After.Sold, soldAtRestart)
+	}
+}
+
+// waitEvidence waits for a sign that the stalled replica a was caught
+// inside its critical section: a fence rejection on a or, in the control,
+// the oversell itself. It returns "" if none comes: a was stopped just
+// after its critical section, and the caller tries again.
+func waitEvidence(ctx context.Context, a, b *replica, id, s int64, before metrics, control bool) (string, error) {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var evidence string
+	err := poll(wctx, 5*time.Millisecond, func() (bool, error) {
+		if control {
+			p, err := getProduct(wctx, b, id)
+			if err != nil || p.Stock+p.Sold <= s {
+				return false, nil
+			}
+			evidence = fmt.Sprintf("oversold: stock %d + sold %d > S = %d", p.Stock, p.Sold, s)
+			return true, nil
+		}
+		m, err := scrape(wctx, a)
+		if err != nil || m.fenceRejections() <= before.fenceRejections() {
+			return false, nil
+		}
+		evidence = fmt.Sprintf("%s's fence rejections went from %v to %v", a.name, before.fenceRejections(), m.fenceRejections())
+		return true, nil
+	})
+	if err != nil && ctx.Err() != nil {
+		return "", ctx.Err()
+	}
+	return evidence, nil
+}
+
+func first(o []order) order {
+	if len(o) == 0 {
+		return order{}
+	}
+	return o[0]
+}
+
+func last(o []order) order {
+	if len(o) == 0 {
+		return order{}
+	}
+	return o[len(o)-1]
+}
