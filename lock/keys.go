@@ -10,17 +10,21 @@ type keys struct {
 	queue   string // processes waiting, oldest first
 	waiters string // each waiting process's entry: expiry, lease, ticket
 	channel string // grants to waiting processes are published here
+
+	channelArg any // channel as a script argument, converted once
 }
 
 func newKeys(prefix, name string) keys {
 	base := prefix + "{" + name + "}"
-	return keys{
+	k := keys{
 		lock:    base,
 		fence:   base + ":fence",
 		queue:   base + ":queue",
 		waiters: base + ":waiters",
 		channel: base + ":grant",
 	}
+	k.channelArg = k.channel
+	return k
 }
 
 // forTicket is the KEYS list the scripts take, in the order common.lua names

@@ -39,7 +39,7 @@ type Locker struct {
 // client. It checks opts but does not contact Redis.
 func New(client redis.UniversalClient, opts Options) (*Locker, error) {
 	return newLocker(opts, func(o Options, id string) backend {
-		return &single{client: client, opts: o, id: id}
+		return newSingle(client, o, id)
 	})
 }
 

@@ -15,7 +15,19 @@ type single struct {
 	client redis.UniversalClient
 	opts   Options
 	id     string // the process's id in the locks' queues
+
+	// The scripts' constant arguments, converted to interfaces once:
+	// go-redis would otherwise allocate for each, on every call.
+	ttlArg, leaseArg, idArg any
 }
+
+func newSingle(client redis.UniversalClient, opts Options, id string) *single {
+	return &single{client: client, opts: opts, id: id,
+		ttlArg: opts.TTL.Milliseconds(), leaseArg: opts.entryLease().Milliseconds(), idArg: id}
+}
+
+// The acquire modes as interfaces, for the same reason.
+var modeArgs = map[acquireMode]any{modeNoQueue: string(modeNoQueue), modeRegister: string(modeRegister), modeRefresh: string(modeRefresh)}
 
 func (s *single) handsOver() bool                      { return true }
 func (s *single) subscribers() []redis.UniversalClient { return []redis.UniversalClient{s.client} }
@@ -23,7 +35,7 @@ func (s *single) subscribers() []redis.UniversalClient { return []redis.Universa
 func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquireMode) (acquireResult, error) {
 	sent := time.Now()
 	v, err := acquireScript.Run(ctx, s.client, k.forTicket(ticket),
-		ticket, s.opts.TTL.Milliseconds(), s.id, string(mode), s.opts.entryLease().Milliseconds(), k.channel,
+		ticket, s.ttlArg, s.idArg, modeArgs[mode], s.leaseArg, k.channelArg,
 	).Int64Slice()
 	if err != nil {
 		return acquireResult{}, err
@@ -44,7 +56,7 @@ func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquir
 func (s *single) release(ctx context.Context, k keys, owner, requeue string) (releaseResult, error) {
 	sent := time.Now()
 	v, err := releaseScript.Run(ctx, s.client, k.forTicket(owner),
-		owner, s.id, requeue, s.opts.TTL.Milliseconds(), s.opts.entryLease().Milliseconds(), k.channel,
+		owner, s.idArg, requeue, s.ttlArg, s.leaseArg, k.channelArg,
 	).Slice()
 	if err != nil {
 		return releaseResult{}, err
@@ -68,7 +80,7 @@ func (s *single) withdraw(ctx context.Context, k keys, ticket string) error {
 
 func (s *single) extend(ctx context.Context, k keys, owner string) (time.Time, bool, error) {
 	sent := time.Now()
-	n, err := extendScript.Run(ctx, s.client, []string{k.lock}, owner, s.opts.TTL.Milliseconds()).Int64()
+	n, err := extendScript.Run(ctx, s.client, []string{k.lock}, owner, s.ttlArg).Int64()
 	return sent.Add(s.opts.TTL), n == 1, err
 }
 

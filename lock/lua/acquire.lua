@@ -11,17 +11,20 @@
 local ticket, ttl, pid, mode, lease, channel =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
 
-if redis.call('EXISTS', void_key) == 1 then
-  -- The client gave this ticket up (its call timed out, or its waiters
-  -- left) and this request arrived late: it must not take the lock.
-  return {-2, 0, 0}
-end
-
 local cur = redis.call('GET', lock_key)
 if cur == ticket then
   -- Granted to this ticket by a release whose message we have not seen (or
   -- lost). Nobody can have acquired since, so the fence holds our token.
   return {1, tonumber(redis.call('GET', fence_key)), redis.call('PTTL', lock_key)}
+end
+if cur and mode == '0' then
+  return {0, 0, redis.call('PTTL', lock_key)} -- held, and we do not queue
+end
+if redis.call('EXISTS', void_key) == 1 then
+  -- The client gave this ticket up (its call timed out, or its waiters
+  -- left) and this request arrived late: it must not take the lock, nor
+  -- queue for it.
+  return {-2, 0, 0}
 end
 if mode == '2' and redis.call('HEXISTS', waiters_key, pid) == 0 then
   -- Our entry expired, or the ticket was granted and that lease has ended

@@ -32,7 +32,7 @@ end
 if requeue ~= '' then
   enqueue(pid, requeue, ttl, lease)
 end
-if redis.call('EXISTS', lock_key) == 0 then
+if released == 1 or not cur then
   local gpid, gticket, tok, gttl = grant_next(channel, pid)
   if gpid == pid then
     return {released, 1, tok, gttl, gticket}
