@@ -282,3 +282,61 @@ func (c *delayedConn) Close() error {
 	}()
 	return nil
 }
+
+// A process may keep the lock for a few local hand-offs in a row (they skip
+// a Pub/Sub hop), but never more than the burst while another process
+// waits: processes still take turns.
+func TestLocalBurstIsBounded(t *testing.T) {
+	srv := redistest.Start(t)
+	const perLocker, rounds, burst = 6, 12, 4
+	lockers := []*lock.Locker{newLocker(t, srv, lock.Options{WaitTimeout: 20 * time.Second}), newLocker(t, srv, lock.Options{WaitTimeout: 20 * time.Second})}
+	var mu sync.Mutex
+	var order []int // which Locker held the lock, in order
+	var wg sync.WaitGroup
+	for p, l := range lockers {
+		for range perLocker {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range rounds {
+					lk, err := l.Acquire(context.Background(), "res")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					order = append(order, p)
+					mu.Unlock()
+					busy(200 * time.Microsecond)
+					_ = lk.Release(context.Background())
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	// Look only while both Lockers still had acquisitions to make.
+	left := []int{perLocker * rounds, perLocker * rounds}
+	run, longest, switches := 0, 0, 0
+	for i, p := range order {
+		if left[0] == 0 || left[1] == 0 {
+			break
+		}
+		left[p]--
+		if i > 0 && p == order[i-1] {
+			run++
+		} else {
+			run = 1
+			if i > 0 {
+				switches++
+			}
+		}
+		longest = max(longest, run)
+	}
+	if longest > burst {
+		t.Errorf("one process held the lock %d times in a row while the other waited, want at most %d", longest, burst)
+	}
+	if switches < 2*perLocker*rounds/burst/2 {
+		t.Errorf("the lock changed process only %d times", switches)
+	}
+	t.Logf("longest run %d, process switches %d", longest, switches)
+}

@@ -26,6 +26,15 @@ func newSingle(client redis.UniversalClient, opts Options, id string) *single {
 		ttlArg: opts.TTL.Milliseconds(), leaseArg: opts.entryLease().Milliseconds(), idArg: id}
 }
 
+// burst is how many hand-offs in a row a process may keep within itself
+// while other processes wait (release.lua). Local hand-offs skip a
+// Pub/Sub message and a wake-up in another process; 4 lets three of four
+// be local when two processes contend, and bounds how long the others
+// wait for their turn.
+const burst = 4
+
+var burstArg any = burst
+
 // The acquire modes as interfaces, for the same reason.
 var modeArgs = map[acquireMode]any{modeNoQueue: string(modeNoQueue), modeRegister: string(modeRegister), modeRefresh: string(modeRefresh)}
 
@@ -56,7 +65,7 @@ func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquir
 func (s *single) release(ctx context.Context, k keys, owner, requeue string) (releaseResult, error) {
 	sent := time.Now()
 	v, err := releaseScript.Run(ctx, s.client, k.forTicket(owner),
-		owner, s.idArg, requeue, s.ttlArg, s.leaseArg, k.channelArg,
+		owner, s.idArg, requeue, s.ttlArg, s.leaseArg, k.channelArg, burstArg,
 	).Slice()
 	if err != nil {
 		return releaseResult{}, err

@@ -4,7 +4,8 @@
 --   KEYS[1] lock     string: the owner's UUID, with the lease as its TTL
 --   KEYS[2] fence    string: the last fencing token issued for this lock
 --   KEYS[3] queue    list:   ids of processes waiting, oldest first
---   KEYS[4] waiters  hash:   process id -> "<expiry ms> <ttl ms> <ticket>"
+--   KEYS[4] waiters  hash:   process id -> "<expiry ms> <ttl ms> <ticket>",
+--                    and field 'turn' -> "<process id> <grants in a row>"
 --   KEYS[5] void     string: tombstone of the ticket the script is about:
 --                    one given up (withdraw) or released (release) must
 --                    never win again (acquire refuses it)
@@ -82,6 +83,13 @@ local function grant_next(channel, me)
       local expiry, ttl, ticket = string.match(entry, '^(%d+) (%d+) (.+)$')
       if tonumber(expiry) > now_ms() then
         redis.call('SET', lock_key, ticket, 'PX', ttl)
+        -- Whose turn it is (release.lua's burst). If that was the last
+        -- entry, the hash is gone; the record it recreates expires with
+        -- the lease just granted.
+        redis.call('HSET', waiters_key, 'turn', pid .. ' 1')
+        if redis.call('PTTL', waiters_key) < 0 then
+          redis.call('PEXPIRE', waiters_key, ttl)
+        end
         local tok = next_token()
         if pid ~= me then
           redis.call('PUBLISH', channel, pid .. ' ' .. ticket .. ' ' .. int(tok))

@@ -6,6 +6,8 @@
 --           releaser's process has more local waiters
 --   ARGV[4] lease in ms for that ticket   ARGV[5] queue entry lease in ms
 --   ARGV[6] channel for grants
+--   ARGV[7] burst: how many hand-offs in a row a process with more local
+--           waiters may keep, before the next process in line gets it
 --   KEYS[5] the owner's tombstone, written when it releases. go-redis runs
 --           a command again when its reply is lost; a second run finds the
 --           tombstone and reports what the first did instead of doing it
@@ -13,8 +15,8 @@
 --           granted would strand that grant).
 -- Returns {released, 1, token, ttl, ticket} when the lock went to a ticket of
 -- the caller's own process, {released, 0, 0, 0, ''} otherwise.
-local owner, pid, requeue, ttl, lease, channel =
-  ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
+local owner, pid, requeue, ttl, lease, channel, burst =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
 
 local cur = redis.call('GET', lock_key)
 if cur ~= owner and redis.call('EXISTS', void_key) == 1 then
@@ -28,6 +30,28 @@ if cur == owner then
   redis.call('DEL', lock_key)
   redis.call('SET', void_key, '1', 'PX', ttl)
   released = 1
+end
+if requeue ~= '' and (released == 1 or not cur) then
+  -- The releaser's process has more goroutines waiting. Handing the lock
+  -- to one of them needs no message and no wake-up in another process, so
+  -- it may keep the lock for a few hand-offs in a row (at most burst),
+  -- and then must queue behind the processes already waiting. Waiting
+  -- stays bounded; the lock spends less time changing hands.
+  local turn = redis.call('HGET', waiters_key, 'turn')
+  local tpid, tcount = nil, 0
+  if turn then
+    tpid, tcount = string.match(turn, '^(%S+) (%d+)$')
+    tcount = tonumber(tcount)
+  end
+  local others = redis.call('LLEN', queue_key) > 0
+  if not others or (tpid == pid and tcount < burst) then
+    redis.call('SET', lock_key, requeue, 'PX', ttl)
+    if others then
+      -- The queue's entries keep the hash (and its expiry) alive.
+      redis.call('HSET', waiters_key, 'turn', pid .. ' ' .. (tcount + 1))
+    end
+    return {released, 1, next_token(), tonumber(ttl), requeue}
+  end
 end
 if requeue ~= '' then
   enqueue(pid, requeue, ttl, lease)
