@@ -67,31 +67,6 @@ func (r redislockLock) Acquire(ctx context.Context) (func(), bool, error) {
 	return func() { _ = lk.Release(ctx) }, true, nil
 }
 
-// seedLock is seed 000's lock: SET NX PX, retry every 10 ms.
-type seedLock struct{ m *antipattern.SeedLock }
-
-func (s seedLock) Acquire(ctx context.Context) (func(), bool, error) {
-	owner, ok, err := s.m.Lock(ctx, "seed:hot")
-	if !ok || err != nil {
-		return nil, false, err
-	}
-	return func() { _ = s.m.Unlock(ctx, "seed:hot", owner) }, true, nil
-}
-
-// ourLock is package lock.
-type ourLock struct{ l *lock.Locker }
-
-func (o ourLock) Acquire(ctx context.Context) (func(), bool, error) {
-	lk, err := o.l.Acquire(ctx, "hot")
-	if errors.Is(err, lock.ErrNotAcquired) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	return func() { _ = lk.Release(ctx) }, true, nil
-}
-
 var impls = []string{"seed", "redsync", "redislock", "lock"}
 
 // instances returns two "processes" of impl, each with its own client.
@@ -102,7 +77,7 @@ func instances(b *testing.B, srv *redistest.Server, impl string) []contention.Lo
 		b.Cleanup(func() { _ = c.Close() })
 		switch impl {
 		case "seed":
-			out = append(out, seedLock{&antipattern.SeedLock{Client: c, TTL: ttl, Wait: wait, Retry: 10 * time.Millisecond}})
+			out = append(out, contention.Seed(&antipattern.SeedLock{Client: c, TTL: ttl, Wait: wait, Retry: 10 * time.Millisecond}, "seed:hot"))
 		case "redsync":
 			out = append(out, redsyncLock{redsync.New(goredis.NewPool(c))})
 		case "redislock":
@@ -113,7 +88,7 @@ func instances(b *testing.B, srv *redistest.Server, impl string) []contention.Lo
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = l.Close() })
-			out = append(out, ourLock{l})
+			out = append(out, contention.Ours(l, "hot"))
 		}
 	}
 	return out
@@ -123,16 +98,7 @@ func BenchmarkUncontended(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, impl := range impls {
 		b.Run(impl, func(b *testing.B) {
-			l := instances(b, srv, impl)[0]
-			ctx := context.Background()
-			for b.Loop() {
-				release, ok, err := l.Acquire(ctx)
-				if err != nil || !ok {
-					b.Fatalf("acquire: %v %v", ok, err)
-				}
-				release()
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "acq/s")
+			contention.BenchUncontended(b, instances(b, srv, impl)[0])
 		})
 	}
 }
@@ -142,14 +108,7 @@ func BenchmarkContended(b *testing.B) {
 	for _, n := range []int{8, 64, 256} {
 		for _, impl := range impls {
 			b.Run(fmt.Sprintf("%s/g=%d", impl, n), func(b *testing.B) {
-				locks := instances(b, srv, impl)
-				b.ResetTimer()
-				r, err := contention.Run(context.Background(), locks, n, b.N, hold)
-				b.StopTimer()
-				if err != nil {
-					b.Fatal(err)
-				}
-				contention.Report(b, r)
+				contention.BenchContended(b, instances(b, srv, impl), n, hold)
 			})
 		}
 	}

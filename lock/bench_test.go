@@ -1,8 +1,6 @@
 package lock_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -21,29 +19,6 @@ import (
 //
 // The seed lock (SET NX PX, retry every 10 ms) runs beside this package's
 // lock in the same process against the same redis-server, as the baseline.
-
-type ourLock struct{ l *lock.Locker }
-
-func (o ourLock) Acquire(ctx context.Context) (func(), bool, error) {
-	lk, err := o.l.Acquire(ctx, "hot")
-	if errors.Is(err, lock.ErrNotAcquired) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	return func() { _ = lk.Release(ctx) }, true, nil
-}
-
-type seedLock struct{ m *antipattern.SeedLock }
-
-func (s seedLock) Acquire(ctx context.Context) (func(), bool, error) {
-	owner, ok, err := s.m.Lock(ctx, "seed:hot")
-	if !ok || err != nil {
-		return nil, false, err
-	}
-	return func() { _ = s.m.Unlock(ctx, "seed:hot", owner) }, true, nil
-}
 
 const (
 	benchWait = 2 * time.Second
@@ -65,9 +40,9 @@ func instances(b *testing.B, srv *redistest.Server, impl string) []contention.Lo
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = l.Close() })
-			out = append(out, ourLock{l})
+			out = append(out, contention.Ours(l, "hot"))
 		case "seed":
-			out = append(out, seedLock{&antipattern.SeedLock{Client: c, TTL: benchTTL, Wait: benchWait, Retry: 10 * time.Millisecond}})
+			out = append(out, contention.Seed(&antipattern.SeedLock{Client: c, TTL: benchTTL, Wait: benchWait, Retry: 10 * time.Millisecond}, "seed:hot"))
 		}
 	}
 	return out
@@ -77,16 +52,7 @@ func BenchmarkUncontended(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, impl := range []string{"seed", "lock"} {
 		b.Run(impl, func(b *testing.B) {
-			l := instances(b, srv, impl)[0]
-			ctx := context.Background()
-			for b.Loop() {
-				release, ok, err := l.Acquire(ctx)
-				if err != nil || !ok {
-					b.Fatalf("acquire: %v %v", ok, err)
-				}
-				release()
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "acq/s")
+			contention.BenchUncontended(b, instances(b, srv, impl)[0])
 		})
 	}
 }
@@ -100,14 +66,7 @@ func BenchmarkContended(b *testing.B) {
 	for _, n := range []int{8, 64, 256} {
 		for _, impl := range []string{"seed", "lock"} {
 			b.Run(fmt.Sprintf("%s/g=%d", impl, n), func(b *testing.B) {
-				locks := instances(b, srv, impl)
-				b.ResetTimer()
-				r, err := contention.Run(context.Background(), locks, n, b.N, benchHold)
-				b.StopTimer()
-				if err != nil {
-					b.Fatal(err)
-				}
-				contention.Report(b, r)
+				contention.BenchContended(b, instances(b, srv, impl), n, benchHold)
 			})
 		}
 	}

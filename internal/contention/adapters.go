@@ -1,0 +1,72 @@
+package contention
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/seckill-ref/seckill/lock"
+	"github.com/seckill-ref/seckill/lock/antipattern"
+)
+
+// Ours adapts package lock: one acquisition of the lock called name, with
+// the Locker's own wait.
+func Ours(l *lock.Locker, name string) Lock { return ours{l, name} }
+
+type ours struct {
+	l    *lock.Locker
+	name string
+}
+
+func (o ours) Acquire(ctx context.Context) (func(), bool, error) {
+	lk, err := o.l.Acquire(ctx, o.name)
+	if errors.Is(err, lock.ErrNotAcquired) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return func() { _ = lk.Release(ctx) }, true, nil
+}
+
+// Seed adapts seed 000's polling lock on key.
+func Seed(m *antipattern.SeedLock, key string) Lock { return seed{m, key} }
+
+type seed struct {
+	m   *antipattern.SeedLock
+	key string
+}
+
+func (s seed) Acquire(ctx context.Context) (func(), bool, error) {
+	owner, ok, err := s.m.Lock(ctx, s.key)
+	if !ok || err != nil {
+		return nil, false, err
+	}
+	return func() { _ = s.m.Unlock(ctx, s.key, owner) }, true, nil
+}
+
+// BenchUncontended measures one acquire and release per iteration.
+func BenchUncontended(b *testing.B, l Lock) {
+	ctx := context.Background()
+	for b.Loop() {
+		release, ok, err := l.Acquire(ctx)
+		if err != nil || !ok {
+			b.Fatalf("acquire: %v %v", ok, err)
+		}
+		release()
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "acq/s")
+}
+
+// BenchContended runs b.N acquisitions by goroutines goroutines over locks,
+// each holding for hold, and reports them.
+func BenchContended(b *testing.B, locks []Lock, goroutines int, hold time.Duration) {
+	b.ResetTimer()
+	r, err := Run(context.Background(), locks, goroutines, b.N, hold)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	Report(b, r)
+}
