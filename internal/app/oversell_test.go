@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -25,15 +26,7 @@ func TestOversellWithoutDistributedLock(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newCluster(t)
-			hook := meet(2, 10*time.Second)
-			var replicas []*app.Server
-			for range tt.replicas {
-				replicas = append(replicas, c.replica(func(cfg *app.Config) {
-					cfg.Lock = tt.mode
-					cfg.LockWait = time.Minute
-					cfg.Chaos = hook
-				}))
-			}
+			replicas := c.replicasMeeting(tt.replicas, tt.mode, meet(2, 10*time.Second))
 			id := createProduct(t, replicas[0].Handler(), 5)
 			statuses := rush(id, 10, replicas...)
 			p := getProduct(t, replicas[0].Handler(), id)
@@ -61,15 +54,7 @@ func TestNoOversellWithExclusiveLock(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newCluster(t)
-			hook := meet(2, 100*time.Millisecond)
-			var replicas []*app.Server
-			for range tt.replicas {
-				replicas = append(replicas, c.replica(func(cfg *app.Config) {
-					cfg.Lock = tt.mode
-					cfg.LockWait = time.Minute
-					cfg.Chaos = hook
-				}))
-			}
+			replicas := c.replicasMeeting(tt.replicas, tt.mode, meet(2, 100*time.Millisecond))
 			id := createProduct(t, replicas[0].Handler(), 5)
 			statuses := rush(id, 10, replicas...)
 			p := getProduct(t, replicas[0].Handler(), id)
@@ -156,4 +141,19 @@ func TestLeaseExpiryCertain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// replicasMeeting starts n replicas in mode whose lock holders all run
+// hook inside their critical section, with waits long enough that nobody
+// answers busy.
+func (c *cluster) replicasMeeting(n int, mode app.LockMode, hook func(context.Context)) []*app.Server {
+	var replicas []*app.Server
+	for range n {
+		replicas = append(replicas, c.replica(func(cfg *app.Config) {
+			cfg.Lock = mode
+			cfg.LockWait = time.Minute
+			cfg.Chaos = hook
+		}))
+	}
+	return replicas
 }

@@ -231,16 +231,6 @@ func (s *Server) Close() error {
 	return err
 }
 
-// Output is the tail of what the server printed, for failure messages.
-func (s *Server) Output() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.out == nil {
-		return ""
-	}
-	return s.out.String()
-}
-
 func (s *Server) isExited() bool {
 	select {
 	case <-s.exited:
