@@ -110,12 +110,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	redisAt := any(cfg.RedisAddr)
-	if len(cfg.RedisAddrs) > 0 {
-		redisAt = "redlock:" + strings.Join(cfg.RedisAddrs, ",")
-	}
-	logger.Info("serving", "addr", ln.Addr().String(), "lock", cfg.Lock, "redis", redisAt,
-		"database", cfg.Database, "lock_ttl", cfg.LockTTL, "lock_wait", cfg.LockWait, "lock_renew", cfg.LockRenew)
+	logger.Info("serving", "addr", ln.Addr().String(), "lock", cfg.Lock, "redis", cfg.redisTarget(),
+		"database", cfg.Database, "lock_ttl", cfg.LockTTL, "lock_wait", cfg.LockWait, "lock_renew", cfg.LockRenew,
+		"lock_wait_replicas", cfg.LockWaitReplicas)
 	if cfg.ChaosPause > 0 {
 		logger.Warn("chaos: lock holders pause inside the critical section", "pause", cfg.ChaosPause, "probability", cfg.ChaosProb)
 	}
