@@ -73,6 +73,20 @@
 //	  control:  LOCK_RENEW=false loses every lease; the fence refuses the
 //	            late writes and still keeps the sale exact
 //
+//	Scenario 6: Redis Sentinel (master, replica, 3 sentinels): stop a
+//	            holder, cut replication from master to replica, let the
+//	            other replica use the lock, kill -9 the master; once
+//	            without and once with LOCK_WAIT_REPLICAS=1
+//	  lock:     the replica is promoted (about 2 s) and the clients follow
+//	            it. Without WAIT, the locks taken during the cut are
+//	            forgotten and the new master issues their tokens again;
+//	            with it, no lock is taken during the cut, nor before a
+//	            replica is back
+//	  fence:    refuses the reissued tokens (claims) and the stopped
+//	            holder's late write
+//	  outcome:  nothing oversold, the sale resumes, in both runs
+//	  control:  UNSAFE_NO_FENCE=true oversells
+//
 // The default is the short form that CI runs within `go test -race ./...`:
 // sales of a few seconds and a few dozen items. FAULTTEST_LONG=1 makes the
 // sales bigger and longer.

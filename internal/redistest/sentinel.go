@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -127,6 +128,30 @@ func (s *Sentinel) Rejoin(ctx context.Context, old *Server, addr string) error {
 	c := s.client(old.Addr())
 	defer c.Close()
 	return poll(ctx, 10*time.Millisecond, func() error { return linkUp(ctx, c) })
+}
+
+// CutReplication stops the replica from receiving the master's writes,
+// as a network partition between the two would, while clients still reach
+// the master: the replica's connection is closed, and it can no longer
+// authenticate to come back. Every write from now on lives on the master
+// only, until a failover forgets it. The replica keeps serving what it has.
+func (s *Sentinel) CutReplication(ctx context.Context) error {
+	replica := s.client(s.Replica.Addr())
+	defer replica.Close()
+	if err := replica.ConfigSet(ctx, "masterauth", "cut-"+strconv.FormatInt(time.Now().UnixNano(), 36)).Err(); err != nil {
+		return fmt.Errorf("replica: %w", err)
+	}
+	master := s.client(s.Master.Addr())
+	defer master.Close()
+	if err := master.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
+		return fmt.Errorf("master: %w", err)
+	}
+	return poll(ctx, 5*time.Millisecond, func() error {
+		if linkUp(ctx, replica) == nil {
+			return errors.New("replication link still up")
+		}
+		return nil
+	})
 }
 
 // canFailOver is nil once every sentinel reports a usable quorum and a
