@@ -65,6 +65,10 @@ func (c Config) validateRedis() []error {
 			errs = append(errs, fmt.Errorf("REDIS_URL %s carries a password and REDIS_PASSWORD is set too: keep one", maskURL(c.RedisURL)))
 		}
 	}
+	if c.Lock == LockRedis && c.RedisAddr == "" && c.RedisURL == "" && c.RedisSentinelMaster == "" &&
+		len(c.RedisSentinelAddrs) == 0 && len(c.RedisClusterAddrs) == 0 && len(c.RedisAddrs) == 0 {
+		errs = append(errs, errors.New("no Redis for the lock: set REDIS_ADDR, REDIS_URL, REDIS_SENTINEL_MASTER with REDIS_SENTINEL_ADDRS, REDIS_CLUSTER_ADDRS or REDIS_ADDRS"))
+	}
 	if (c.RedisSentinelMaster == "") != (len(c.RedisSentinelAddrs) == 0) {
 		errs = append(errs, errors.New("REDIS_SENTINEL_MASTER (the master's name) and REDIS_SENTINEL_ADDRS (the sentinels) go together: set both"))
 	}
@@ -121,7 +125,8 @@ func (s *Server) connectRedis(ctx context.Context) (redis.UniversalClient, error
 	client := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword})
 	s.redis = append(s.redis, client)
 	if err := client.Ping(ctx).Err(); err != nil {
-		return nil, redisUnreachable(cfg.RedisAddr, err)
+		// It answers, but not PONG: a password, most likely.
+		return nil, fmt.Errorf("REDIS_ADDR %s: %w", cfg.RedisAddr, err)
 	}
 	return client, nil
 }

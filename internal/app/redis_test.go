@@ -224,6 +224,16 @@ func TestClusterReplicas(t *testing.T) {
 	}
 }
 
+// REDIS_ADDR with a wrong password, or none, says so in one line; a
+// Config without any Redis is refused.
+func TestRedisAddrRefused(t *testing.T) {
+	r := redistest.Start(t, "--requirepass", "right-one")
+	d := newDeployment(t)
+	d.refused(func(cfg *app.Config) { cfg.RedisAddr, cfg.RedisPassword = r.Addr(), secret }, "REDIS_ADDR", r.Addr(), "WRONGPASS")
+	d.refused(func(cfg *app.Config) { cfg.RedisAddr = r.Addr() }, "REDIS_ADDR", "NOAUTH")
+	d.refused(func(cfg *app.Config) {}, "no Redis for the lock")
+}
+
 // A server that is not in cluster mode, given as a cluster node.
 func TestClusterRefused(t *testing.T) {
 	r := redistest.Start(t)
