@@ -55,7 +55,7 @@ func (c Config) redisKinds() []string {
 func (c Config) validateRedis() []error {
 	var errs []error
 	if kinds := c.redisKinds(); len(kinds) > 1 {
-		errs = append(errs, fmt.Errorf("conflicting Redis settings: %s are all set; set only one of REDIS_ADDR (one server), REDIS_URL, REDIS_SENTINEL_MASTER with REDIS_SENTINEL_ADDRS, REDIS_CLUSTER_ADDRS, REDIS_ADDRS (Redlock)",
+		errs = append(errs, fmt.Errorf("conflicting Redis settings: %s set together; set only one of REDIS_ADDR (one server), REDIS_URL, REDIS_SENTINEL_MASTER with REDIS_SENTINEL_ADDRS, REDIS_CLUSTER_ADDRS, REDIS_ADDRS (Redlock)",
 			strings.Join(kinds, ", ")))
 	}
 	if c.RedisURL != "" {
