@@ -101,16 +101,34 @@ func required(field string) error { return seckill.Invalid(field, "is required")
 // pathID parses the :id path parameter. Only plain decimal digits are
 // accepted: "+1", " 1" and "1.0" are not ids.
 func pathID(c *gin.Context) (int64, error) {
-	s := c.Param("id")
-	bad := seckill.Invalid("id", "must be a positive integer")
-	if s == "" || len(s) > 19 || strings.Trim(s, "0123456789") != "" {
-		return 0, bad
-	}
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id <= 0 {
-		return 0, bad
+	id, ok := parseDigits(c.Param("id"))
+	if !ok || id <= 0 {
+		return 0, seckill.Invalid("id", "must be a positive integer")
 	}
 	return id, nil
+}
+
+// parseDigits parses a non-negative int64 written as plain decimal digits.
+func parseDigits(s string) (int64, bool) {
+	if s == "" || len(s) > 19 || strings.Trim(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
+// queryID parses an optional query parameter that holds an id or 0: plain
+// decimal digits, up to int64's range. Absent, it is 0.
+func queryID(c *gin.Context, name string) (int64, error) {
+	s, ok := c.GetQuery(name)
+	if !ok {
+		return 0, nil
+	}
+	n, ok := parseDigits(s)
+	if !ok {
+		return 0, seckill.Invalid(name, "must be an order id or 0")
+	}
+	return n, nil
 }
 
 // queryInt parses an optional integer query parameter.

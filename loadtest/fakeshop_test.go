@@ -118,9 +118,10 @@ func (s *fakeShop) get(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// list pages by cursor, as the API does: orders with ids above "after".
 func (s *fakeShop) list(w http.ResponseWriter, r *http.Request) {
 	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-	offset, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
 	limit = min(max(limit, 1), s.pageCap)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -129,10 +130,17 @@ func (s *fakeShop) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page := []Order{}
-	if offset < len(p.orders) {
-		page = append(page, p.orders[offset:min(offset+limit, len(p.orders))]...)
+	for _, o := range p.orders {
+		if o.ID > after && len(page) < limit+1 {
+			page = append(page, o)
+		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"product_id": p.ID, "count": len(p.orders), "orders": page})
+	var next *int64
+	if len(page) > limit {
+		page = page[:limit]
+		next = &page[limit-1].ID
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"product_id": p.ID, "orders": page, "next": next})
 }
 
 func (s *fakeShop) purchase(w http.ResponseWriter, r *http.Request) {

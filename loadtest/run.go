@@ -75,7 +75,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 		vctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cfg.Timeout)
 		defer cancel()
 	}
-	after, count, orders, err := apis[0].snapshot(vctx, before.ID)
+	after, orders, err := apis[0].snapshot(vctx, before.ID)
 	if err != nil {
 		return Report{}, fmt.Errorf("loadtest: verify after the attack: %w", err)
 	}
@@ -84,7 +84,6 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	invariants := Check(Observed{
 		Before:        before,
 		After:         after,
-		OrderCount:    count,
 		Orders:        orders,
 		UserPrefix:    prefix,
 		Created:       t.created,

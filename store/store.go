@@ -38,11 +38,14 @@ type Store struct {
 	db *gorm.DB
 }
 
-// productRow is the products table.
+// productRow is the products table. Sold is written only in the
+// transactions that insert orders, so a product is one indexed row to read
+// however many orders it has.
 type productRow struct {
 	ID        int64     `gorm:"primaryKey"`
 	Name      string    `gorm:"not null"`
 	Stock     int64     `gorm:"not null"`
+	Sold      int64     `gorm:"not null;default:0"`
 	Fence     int64     `gorm:"not null;default:0"`
 	CreatedAt time.Time `gorm:"not null"`
 }
@@ -51,10 +54,11 @@ func (productRow) TableName() string { return "products" }
 
 // orderRow is the orders table. The unique index is the last line of the
 // one-order-per-user rule: it holds even when a check was skipped or raced
-// (the unfenced modes).
+// (the unfenced modes). The (product, id) index serves the cursor pages of
+// a product's orders.
 type orderRow struct {
-	ID        int64     `gorm:"primaryKey"`
-	ProductID int64     `gorm:"not null;uniqueIndex:idx_orders_product_user,priority:1"`
+	ID        int64     `gorm:"primaryKey;index:idx_orders_product_id,priority:2"`
+	ProductID int64     `gorm:"not null;uniqueIndex:idx_orders_product_user,priority:1;index:idx_orders_product_id,priority:1"`
 	UserID    string    `gorm:"not null;size:64;uniqueIndex:idx_orders_product_user,priority:2"`
 	Fence     int64     `gorm:"not null;default:0"`
 	CreatedAt time.Time `gorm:"not null"`
@@ -142,16 +146,29 @@ func (s *Store) enableWAL(path string) error {
 
 // migrate creates or updates the tables. It runs in one (immediate)
 // transaction so that processes starting together on a new file do not
-// both try to create the same table.
+// both try to create the same table, and so that exactly one of them fills
+// a sold column it has just added.
 func (s *Store) migrate() error {
 	err := s.db.Transaction(func(tx *gorm.DB) error {
-		return tx.AutoMigrate(&productRow{}, &orderRow{})
+		hadSold := tx.Migrator().HasTable(&productRow{}) && tx.Migrator().HasColumn(&productRow{}, "Sold")
+		if err := tx.AutoMigrate(&productRow{}, &orderRow{}); err != nil {
+			return err
+		}
+		if hadSold {
+			return nil
+		}
+		// A database written before sold was a column: count each
+		// product's orders once. Later writes keep it.
+		return tx.Exec(backfillSold).Error
 	})
 	if err != nil {
 		return fmt.Errorf("store: migrate: %w", err)
 	}
 	return nil
 }
+
+// backfillSold sets every product's sold to the number of its orders.
+const backfillSold = "UPDATE products SET sold = (SELECT COUNT(*) FROM orders WHERE orders.product_id = products.id)"
 
 // Ping runs a trivial query, for readiness.
 func (s *Store) Ping(ctx context.Context) error {

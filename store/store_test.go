@@ -124,7 +124,7 @@ func TestPlaceOrderFenced(t *testing.T) {
 	// A stale holder (token 9): nothing may be written, neither the stock
 	// nor the order.
 	stale := &seckill.Order{ProductID: p.ID, UserID: "old", Fence: 9, CreatedAt: now}
-	if err := s.PlaceOrder(ctx, stale, 4); !errors.Is(err, seckill.ErrFenceRejected) {
+	if err := s.PlaceOrders(ctx, p.ID, 9, 4, []*seckill.Order{stale}); !errors.Is(err, seckill.ErrFenceRejected) {
 		t.Fatalf("stale PlaceOrder: got %v, want ErrFenceRejected", err)
 	}
 	if err := s.SetStockFenced(ctx, p.ID, 100, 9); !errors.Is(err, seckill.ErrFenceRejected) {
@@ -137,7 +137,7 @@ func TestPlaceOrderFenced(t *testing.T) {
 
 	// The current holder (token 10).
 	o := &seckill.Order{ProductID: p.ID, UserID: "alice", Fence: 10, CreatedAt: now}
-	if err := s.PlaceOrder(ctx, o, 4); err != nil {
+	if err := s.PlaceOrders(ctx, p.ID, 10, 4, []*seckill.Order{o}); err != nil {
 		t.Fatalf("PlaceOrder: %v", err)
 	}
 	if o.ID == 0 {
@@ -146,7 +146,7 @@ func TestPlaceOrderFenced(t *testing.T) {
 	// The same user again: the unique index refuses, and the transaction
 	// takes the stock write back with it.
 	again := &seckill.Order{ProductID: p.ID, UserID: "alice", Fence: 10, CreatedAt: now}
-	if err := s.PlaceOrder(ctx, again, 3); !errors.Is(err, seckill.ErrAlreadyPurchased) {
+	if err := s.PlaceOrders(ctx, p.ID, 10, 3, []*seckill.Order{again}); !errors.Is(err, seckill.ErrAlreadyPurchased) {
 		t.Fatalf("second PlaceOrder: got %v, want ErrAlreadyPurchased", err)
 	}
 	got, _ = s.Product(ctx, p.ID)
@@ -199,12 +199,16 @@ func TestOrdersPage(t *testing.T) {
 	if err := s.InsertOrder(ctx, &seckill.Order{ProductID: other.ID, UserID: "a", CreatedAt: created}); err != nil {
 		t.Fatal(err)
 	}
-	orders, count, err := s.Orders(ctx, p.ID, seckill.OrderQuery{Limit: 2, Offset: 1})
+	list, err := s.Orders(ctx, p.ID, seckill.OrderQuery{Limit: 2, Offset: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if count != 4 || len(orders) != 2 || orders[0].UserID != "b" || orders[1].UserID != "c" {
-		t.Fatalf("got count %d, %d orders %v, want 4 and [b c]", count, len(orders), orders)
+	orders := list.Orders
+	if list.Count == nil || *list.Count != 4 || len(orders) != 2 || orders[0].UserID != "b" || orders[1].UserID != "c" {
+		t.Fatalf("got count %v, %d orders %v, want 4 and [b c]", list.Count, len(orders), orders)
+	}
+	if list.Next != orders[1].ID {
+		t.Errorf("next: got %d, want %d (d is left)", list.Next, orders[1].ID)
 	}
 	if !orders[0].CreatedAt.Equal(created) {
 		t.Errorf("created_at: got %v, want %v", orders[0].CreatedAt, created)

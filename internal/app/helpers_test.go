@@ -105,24 +105,26 @@ func getProduct(t *testing.T, h http.Handler, id int64) product {
 	return p
 }
 
-// allOrders pages through a product's orders.
+// allOrders pages through a product's orders with the cursor.
 func allOrders(t *testing.T, h http.Handler, id int64) []order {
 	t.Helper()
 	var out []order
+	after := "0"
 	for {
-		path := "/api/v1/products/" + strconv.FormatInt(id, 10) + "/orders?limit=1000&offset=" + strconv.Itoa(len(out))
+		path := "/api/v1/products/" + strconv.FormatInt(id, 10) + "/orders?limit=1000&after=" + after
 		status, body := call(h, "GET", path, "")
 		var page struct {
-			Count  int     `json:"count"`
-			Orders []order `json:"orders"`
+			Orders []order      `json:"orders"`
+			Next   *json.Number `json:"next"`
 		}
 		if err := json.Unmarshal([]byte(body), &page); status != http.StatusOK || err != nil {
 			t.Fatalf("orders: got %d %s", status, body)
 		}
 		out = append(out, page.Orders...)
-		if len(page.Orders) == 0 || len(out) >= page.Count {
+		if page.Next == nil {
 			return out
 		}
+		after = page.Next.String()
 	}
 }
 

@@ -91,18 +91,19 @@ func getProduct(ctx context.Context, r *replica, id int64) (product, error) {
 }
 
 // allOrders reads every order of a product through r, oldest (lowest id)
-// first.
+// first, page by page with the cursor.
 func allOrders(ctx context.Context, r *replica, id int64) ([]order, error) {
 	var out []order
+	var after int64
 	for {
-		url := fmt.Sprintf("%s/api/v1/products/%d/orders?limit=1000&offset=%d", r.url, id, len(out))
+		url := fmt.Sprintf("%s/api/v1/products/%d/orders?limit=1000&after=%d", r.url, id, after)
 		status, b, err := get(ctx, url)
 		if err != nil {
 			return nil, err
 		}
 		var page struct {
-			Count  int     `json:"count"`
 			Orders []order `json:"orders"`
+			Next   *int64  `json:"next"`
 		}
 		if status != http.StatusOK {
 			return nil, fmt.Errorf("list orders: HTTP %d %s", status, b)
@@ -111,9 +112,10 @@ func allOrders(ctx context.Context, r *replica, id int64) ([]order, error) {
 			return nil, err
 		}
 		out = append(out, page.Orders...)
-		if len(page.Orders) == 0 || len(out) >= page.Count {
+		if page.Next == nil {
 			return out, nil
 		}
+		after = *page.Next
 	}
 }
 

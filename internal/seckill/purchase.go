@@ -63,7 +63,7 @@ func (s *Service) purchaseLocked(ctx context.Context, productID int64, userID st
 	o := &Order{ProductID: productID, UserID: userID, Fence: token, CreatedAt: s.now().UTC()}
 	if !s.unfenced {
 		// Step 6: the stock read in step 5 minus one, fenced.
-		if err := s.fenced(FenceWrite, s.store.PlaceOrder(ctx, o, p.Stock-1)); err != nil {
+		if err := s.fenced(FenceWrite, s.store.PlaceOrders(ctx, productID, token, p.Stock-1, []*Order{o})); err != nil {
 			return nil, err
 		}
 		return o, nil

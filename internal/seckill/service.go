@@ -113,11 +113,7 @@ func (s *Service) Orders(ctx context.Context, productID int64, q OrderQuery) (*O
 	if _, err := s.store.Product(ctx, productID); err != nil {
 		return nil, err
 	}
-	orders, count, err := s.store.Orders(ctx, productID, q)
-	if err != nil {
-		return nil, err
-	}
-	return &OrderList{ProductID: productID, Count: count, Orders: orders}, nil
+	return s.store.Orders(ctx, productID, q)
 }
 
 // Restock sets a product's stock. It takes the product's lock and fence like
