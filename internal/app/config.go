@@ -47,6 +47,15 @@ type Config struct {
 	LockWait  time.Duration // LOCK_WAIT, -lock-wait: longest wait for the lock before 503 busy
 	LockRenew bool          // LOCK_RENEW, -lock-renew: renew leases in the background
 
+	// BatchMax (BATCH_MAX, -batch-max) is the most purchases of one
+	// product served per lock hold (group commit); 1 serves them one at a
+	// time. QueueMax (QUEUE_MAX, -queue-max) is the most purchases of one
+	// product that may wait in one replica; more get 503 busy at once.
+	// Both apply to the fenced redis mode; the unfenced modes always sell
+	// one at a time.
+	BatchMax int
+	QueueMax int
+
 	// UnsafeNoFence (UNSAFE_NO_FENCE, -unsafe-no-fence) turns the fence off
 	// in redis mode: no claim, no conditional write, seed 002's sequence
 	// under the Redis lock. A holder whose lease ran out then writes over
@@ -70,6 +79,14 @@ type Config struct {
 	ShutdownTimeout time.Duration // SHUTDOWN_TIMEOUT, -shutdown-timeout: wait for in-flight requests
 }
 
+// Defaults of the batching settings. See README.md ("Group commit") for
+// the measurements behind BatchMax.
+const (
+	DefaultBatchMax = 64
+	DefaultQueueMax = 1024
+	maxBatchMax     = 1000 // seckill.MaxOrderLimit: one batch's users fit one IN list
+)
+
 // DefaultConfig returns the defaults of every setting.
 func DefaultConfig() Config {
 	return Config{
@@ -80,6 +97,8 @@ func DefaultConfig() Config {
 		LockTTL:         10 * time.Second,
 		LockWait:        2 * time.Second,
 		LockRenew:       true,
+		BatchMax:        DefaultBatchMax,
+		QueueMax:        DefaultQueueMax,
 		ChaosProb:       1,
 		LogLevel:        slog.LevelInfo,
 		ShutdownTimeout: 15 * time.Second,
@@ -102,6 +121,12 @@ func (c Config) Validate() error {
 	}
 	if c.LockWait <= 0 {
 		errs = append(errs, fmt.Errorf("lock wait %v: must be positive", c.LockWait))
+	}
+	if c.BatchMax < 1 || c.BatchMax > maxBatchMax {
+		errs = append(errs, fmt.Errorf("batch max %d: must be from 1 to %d", c.BatchMax, maxBatchMax))
+	}
+	if c.QueueMax < 1 {
+		errs = append(errs, fmt.Errorf("queue max %d: must be at least 1", c.QueueMax))
 	}
 	if c.ChaosPause < 0 {
 		errs = append(errs, fmt.Errorf("chaos pause %v: must not be negative", c.ChaosPause))
@@ -135,6 +160,8 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	env.duration(&cfg.LockTTL, "LOCK_TTL")
 	env.duration(&cfg.LockWait, "LOCK_WAIT")
 	env.boolean(&cfg.LockRenew, "LOCK_RENEW")
+	env.integer(&cfg.BatchMax, "BATCH_MAX")
+	env.integer(&cfg.QueueMax, "QUEUE_MAX")
 	env.boolean(&cfg.UnsafeNoFence, "UNSAFE_NO_FENCE")
 	env.duration(&cfg.ChaosPause, "CHAOS_PAUSE")
 	env.float(&cfg.ChaosProb, "CHAOS_PROB")
@@ -156,6 +183,8 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	fs.DurationVar(&cfg.LockTTL, "lock-ttl", cfg.LockTTL, "lock lease (env LOCK_TTL)")
 	fs.DurationVar(&cfg.LockWait, "lock-wait", cfg.LockWait, "longest wait for a lock before 503 busy (env LOCK_WAIT)")
 	fs.BoolVar(&cfg.LockRenew, "lock-renew", cfg.LockRenew, "renew leases in the background (env LOCK_RENEW)")
+	fs.IntVar(&cfg.BatchMax, "batch-max", cfg.BatchMax, "most purchases of one product served per lock hold (group commit); 1 serves them one at a time (env BATCH_MAX)")
+	fs.IntVar(&cfg.QueueMax, "queue-max", cfg.QueueMax, "most purchases of one product waiting in this replica; more get 503 busy at once (env QUEUE_MAX)")
 	fs.BoolVar(&cfg.UnsafeNoFence, "unsafe-no-fence", cfg.UnsafeNoFence, "UNSAFE, for demonstrations: turn fencing off in redis mode, so a holder whose lease ran out can oversell (env UNSAFE_NO_FENCE)")
 	fs.DurationVar(&cfg.ChaosPause, "chaos-pause", cfg.ChaosPause, "fault injection: lock holders sleep this long between their checks and their writes (env CHAOS_PAUSE)")
 	fs.Float64Var(&cfg.ChaosProb, "chaos-prob", cfg.ChaosProb, "fault injection: `probability` (0..1) of the chaos pause (env CHAOS_PROB)")
@@ -206,6 +235,14 @@ func (r *envReader) boolean(dst *bool, name string) {
 	r.parse(name, func(v string) error {
 		b, err := strconv.ParseBool(v)
 		*dst = b
+		return err
+	})
+}
+
+func (r *envReader) integer(dst *int, name string) {
+	r.parse(name, func(v string) error {
+		n, err := strconv.Atoi(v)
+		*dst = n
 		return err
 	})
 }

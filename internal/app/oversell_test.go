@@ -94,8 +94,10 @@ func TestLeaseExpiryFenced(t *testing.T) {
 	}
 	rejected := a.Metrics().FenceRejections() + b.Metrics().FenceRejections()
 	counted := a.Metrics().Purchases("fence_rejected") + b.Metrics().Purchases("fence_rejected")
-	if rejected != int64(busy) || counted != int64(busy) {
-		t.Errorf("fence rejections counted: %d writes, %d purchases; want %d each, one per 503", rejected, counted, busy)
+	// One refused write fails its whole batch: each 503 is a refused
+	// purchase, and there is at least one refused write, at most one each.
+	if counted != int64(busy) || rejected == 0 || rejected > counted {
+		t.Errorf("fence rejections counted: %d writes, %d purchases; want %d purchases, one per 503, in 1 to %d writes", rejected, counted, busy, busy)
 	}
 	if lost := a.Metrics().LeasesLost() + b.Metrics().LeasesLost(); lost == 0 {
 		t.Error("no lost lease counted")

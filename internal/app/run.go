@@ -115,7 +115,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		redisAt = "redlock:" + strings.Join(cfg.RedisAddrs, ",")
 	}
 	logger.Info("serving", "addr", ln.Addr().String(), "lock", cfg.Lock, "redis", redisAt,
-		"database", cfg.Database, "lock_ttl", cfg.LockTTL, "lock_wait", cfg.LockWait, "lock_renew", cfg.LockRenew)
+		"database", cfg.Database, "lock_ttl", cfg.LockTTL, "lock_wait", cfg.LockWait, "lock_renew", cfg.LockRenew,
+		"batch_max", cfg.BatchMax, "queue_max", cfg.QueueMax)
 	if cfg.ChaosPause > 0 {
 		logger.Warn("chaos: lock holders pause inside the critical section", "pause", cfg.ChaosPause, "probability", cfg.ChaosProb)
 	}

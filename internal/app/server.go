@@ -78,6 +78,9 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 		Chaos:    chaosHook(cfg),
 		Recorder: s.metrics,
 		Logger:   logger,
+		BatchMax: cfg.BatchMax,
+		QueueMax: cfg.QueueMax,
+		Wait:     cfg.LockWait,
 	})
 	s.handler = handlers.New(svc, handlers.Options{
 		AdminToken: cfg.AdminToken,

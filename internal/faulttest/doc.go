@@ -52,7 +52,7 @@
 //	            holder's token comes from the server's clock, still
 //	            larger than every earlier one
 //	  fence:    refuses the old holder's write
-//	  outcome:  nothing oversold, the orders' fences increase strictly,
+//	  outcome:  nothing oversold, the orders' fences never decrease,
 //	            the sale resumes
 //	  control:  UNSAFE_NO_FENCE=true oversells
 //

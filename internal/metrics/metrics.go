@@ -36,6 +36,8 @@ type Metrics struct {
 	purchases       *counterVec // by outcome
 	purchaseSeconds *summary
 	fenceRejections *counterVec // by stage
+	batches         atomic.Int64
+	batchedCalls    atomic.Int64
 
 	acquisitions    *counterVec // by contended
 	waitSeconds     *summary    // successful acquisitions only
@@ -72,6 +74,12 @@ func (m *Metrics) PurchaseDone(outcome seckill.Outcome, took time.Duration) {
 
 // FenceRejected counts a write the fence refused (seckill.Recorder).
 func (m *Metrics) FenceRejected(stage seckill.FenceStage) { m.fenceRejections.inc(string(stage)) }
+
+// BatchDone counts a batch and the purchases in it (seckill.Recorder).
+func (m *Metrics) BatchDone(size int) {
+	m.batches.Add(1)
+	m.batchedCalls.Add(int64(size))
+}
 
 // Acquired counts an acquisition and its wait (lock.Observer).
 func (m *Metrics) Acquired(_ string, wait time.Duration, contended bool) {
@@ -112,6 +120,8 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 	m.purchaseSeconds.write(&b, "seckill_purchase_duration_seconds", "Time to answer a purchase.")
 	m.fenceRejections.write(&b, "seckill_fence_rejections_total",
 		"Writes refused because a newer lock holder had claimed the product's fence (a stalled holder's late write).")
+	fmt.Fprintf(&b, "# HELP %[1]s Purchases served in batches under one lock hold, per batch.\n# TYPE %[1]s summary\n%[1]s_sum %d\n%[1]s_count %d\n",
+		"seckill_purchase_batch_size", m.batchedCalls.Load(), m.batches.Load())
 	m.acquisitions.write(&b, "seckill_lock_acquisitions_total", "Lock acquisitions, by whether the first attempt found the lock taken.")
 	m.waitSeconds.write(&b, "seckill_lock_wait_seconds", "Time spent waiting for locks that were acquired.")
 	counter(&b, "seckill_lock_acquire_failures_total", "Lock waits that ended without the lock.", m.acquireFailures.Load())

@@ -31,11 +31,30 @@ type Options struct {
 	// Logger gets what the caller cannot act on, such as a lease that was
 	// lost before its release. Default: discarded.
 	Logger *slog.Logger
+
+	// BatchMax is the most purchases of one product that one lock hold
+	// serves together (group commit; see batch.go). 0 or 1 serves them one
+	// at a time, as the package doc describes. Unfenced services always do.
+	BatchMax int
+	// QueueMax is the most purchases of one product that may wait for
+	// their batch in this process; more are refused with ErrBusy at once.
+	// Default DefaultQueueMax.
+	QueueMax int
+	// Wait is how long a purchase may wait for its batch, lock included,
+	// before ErrBusy. Default DefaultWait.
+	Wait time.Duration
 }
 
+// Defaults of the batching options.
+const (
+	DefaultQueueMax = 1024
+	DefaultWait     = 2 * time.Second
+)
+
 // Service is the flash sale's use cases over a Locker and a Store. It is
-// safe for concurrent use and keeps no state of its own between requests:
-// replicas sharing a database and a lock service need no coordination.
+// safe for concurrent use. Its only state is the purchases waiting for
+// their batch in this process: replicas sharing a database and a lock
+// service need no coordination.
 type Service struct {
 	locker   Locker
 	store    Store
@@ -44,6 +63,10 @@ type Service struct {
 	chaos    func(ctx context.Context)
 	rec      Recorder
 	log      *slog.Logger
+
+	batchMax, queueMax int
+	wait               time.Duration
+	batch              batcher
 }
 
 // NewService returns a Service that locks with locker and keeps its data in
@@ -57,6 +80,16 @@ func NewService(locker Locker, store Store, opts Options) *Service {
 		chaos:    opts.Chaos,
 		rec:      opts.Recorder,
 		log:      opts.Logger,
+		batchMax: max(opts.BatchMax, 1),
+		queueMax: opts.QueueMax,
+		wait:     opts.Wait,
+		batch:    batcher{queues: make(map[int64]*purchaseQueue)},
+	}
+	if s.queueMax <= 0 {
+		s.queueMax = DefaultQueueMax
+	}
+	if s.wait <= 0 {
+		s.wait = DefaultWait
 	}
 	if s.now == nil {
 		s.now = time.Now

@@ -37,6 +37,7 @@ type counts struct {
 	mu       sync.Mutex
 	outcomes map[seckill.Outcome]int
 	fences   map[seckill.FenceStage]int
+	batches  []int
 }
 
 func newCounts() *counts {
@@ -53,6 +54,12 @@ func (c *counts) FenceRejected(s seckill.FenceStage) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.fences[s]++
+}
+
+func (c *counts) BatchDone(size int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.batches = append(c.batches, size)
 }
 
 func (c *counts) fence(s seckill.FenceStage) int {
