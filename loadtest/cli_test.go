@@ -59,6 +59,8 @@ func TestMainErrors(t *testing.T) {
 		{"unknown flag", token, []string{"-targets", a, "-nope"}, "flag provided but not defined"},
 		{"stray argument", token, []string{"-targets", a, "extra"}, `unexpected argument "extra"`},
 		{"zero rate", token, []string{"-targets", a, "-rate", "0"}, "must be positive"},
+		{"burst and rate", token, []string{"-targets", a, "-buyers", "10"}, "choose one"},
+		{"burst window and rate", token, []string{"-targets", a, "-burst-window", "1s"}, "choose one"},
 		{"bad progress", token, []string{"-targets", a, "-progress", "fancy"}, "-progress"},
 		{"repeat share out of range", token, []string{"-targets", a, "-repeat-share", "2"}, "repeat share"},
 	}
@@ -69,6 +71,21 @@ func TestMainErrors(t *testing.T) {
 				t.Errorf("got exit %d, stderr %q; want %d mentioning %q", code, stderr, ExitError, tc.wantStderr)
 			}
 		})
+	}
+}
+
+// Without -rate or -duration the load is a burst of -buyers, and the
+// report says so.
+func TestMainBurstIsTheDefault(t *testing.T) {
+	a, hits := newFakeShop(false).serve(t)
+	var out, errOut bytes.Buffer
+	args := []string{"-targets", a, "-buyers", "300", "-stock", "5", "-progress", "off"}
+	code := Main(t.Context(), args, func(string) string { return "secret" }, &out, &errOut)
+	if code != ExitOK || !strings.Contains(out.String(), "burst of 300 buyers at once, on up to 300 connections") {
+		t.Fatalf("got exit %d\nstdout:\n%s\nstderr:\n%s\nwant 0 and the shape in the report", code, out.String(), errOut.String())
+	}
+	if hits.Load() != 300 {
+		t.Errorf("got %d purchases sent, want 300", hits.Load())
 	}
 }
 

@@ -18,6 +18,13 @@ const (
 	DefaultTimeout    = 10 * time.Second
 	DefaultWorkers    = 10
 	DefaultMaxWorkers = 256
+	// DefaultBuyers is the CLIs' burst: 20 buyers per item of the default
+	// stock, all at once, as a flash sale opens.
+	DefaultBuyers = 2000
+	// MaxBurstWorkers caps the connections a burst opens per run: one per
+	// buyer up to this many, so that the client sends a burst of a few
+	// thousand buyers at once without becoming the bottleneck.
+	MaxBurstWorkers = 5000
 	// DefaultTarget is where a service started with its defaults listens.
 	DefaultTarget = "http://127.0.0.1:8080"
 )
@@ -72,6 +79,14 @@ type Config struct {
 	// RampTo, when positive, makes the rate change linearly from Rate to
 	// RampTo over Duration (Vegeta's LinearPacer) instead of staying constant.
 	RampTo int
+
+	// Buyers, when positive, makes the sale a burst instead of a steady
+	// rate: Buyers purchase requests, sent as fast as the client can, or
+	// spread evenly over BurstWindow, each on a connection of its own (up
+	// to MaxWorkers, by default one per buyer up to MaxBurstWorkers). Rate,
+	// RampTo and Duration must then be zero.
+	Buyers      int
+	BurstWindow time.Duration
 
 	// Duration is how long requests are sent (0 means DefaultDuration).
 	Duration time.Duration
@@ -135,20 +150,36 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Stock == 0 {
 		cfg.Stock = DefaultStock
 	}
-	if cfg.Rate == 0 {
-		cfg.Rate = DefaultRate
-	}
-	if cfg.Duration == 0 {
-		cfg.Duration = DefaultDuration
-	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	if cfg.Workers == 0 {
-		cfg.Workers = DefaultWorkers
-	}
-	if cfg.MaxWorkers == 0 {
-		cfg.MaxWorkers = max(DefaultMaxWorkers, cfg.Workers)
+	switch {
+	case cfg.Buyers < 0 || cfg.BurstWindow < 0:
+		return cfg, invalid("buyers %d over %v: want a positive number of buyers and a window of 0 or more", cfg.Buyers, cfg.BurstWindow)
+	case cfg.Buyers > 0 && (cfg.Rate != 0 || cfg.RampTo != 0 || cfg.Duration != 0):
+		return cfg, invalid("a burst of %d buyers has no rate, ramp or duration: choose one shape", cfg.Buyers)
+	case cfg.Buyers == 0 && cfg.BurstWindow != 0:
+		return cfg, invalid("burst window %v without buyers: set the number of buyers", cfg.BurstWindow)
+	case cfg.Buyers > 0:
+		if cfg.MaxWorkers == 0 {
+			cfg.MaxWorkers = min(cfg.Buyers, MaxBurstWorkers)
+		}
+		if cfg.Workers == 0 {
+			cfg.Workers = cfg.MaxWorkers
+		}
+	default:
+		if cfg.Rate == 0 {
+			cfg.Rate = DefaultRate
+		}
+		if cfg.Duration == 0 {
+			cfg.Duration = DefaultDuration
+		}
+		if cfg.Workers == 0 {
+			cfg.Workers = DefaultWorkers
+		}
+		if cfg.MaxWorkers == 0 {
+			cfg.MaxWorkers = max(DefaultMaxWorkers, cfg.Workers)
+		}
 	}
 
 	switch {
@@ -182,9 +213,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, nil
 }
 
-// expectedRequests is what the pacing sends in Duration: the area under the
-// rate curve, rounded up.
+// expectedRequests is what the pacing sends: every buyer of a burst, or
+// the area under the rate curve over Duration, rounded up.
 func (cfg Config) expectedRequests() int {
+	if cfg.Buyers > 0 {
+		return cfg.Buyers
+	}
 	end := cfg.Rate
 	if cfg.RampTo > 0 {
 		end = cfg.RampTo
@@ -195,7 +229,22 @@ func (cfg Config) expectedRequests() int {
 
 // hardDeadline is how long the attack may take before Run cuts it.
 func (cfg Config) hardDeadline() time.Duration {
-	return cfg.Duration + cfg.Timeout + hardDeadlineSlack
+	return cfg.Duration + cfg.BurstWindow + cfg.Timeout + hardDeadlineSlack
+}
+
+// Shape describes the load in words, for the report: "burst of 2000
+// buyers at once", "burst of 2000 buyers over 1s", "steady 300 req/s for
+// 3s", "ramp 100 -> 300 req/s over 5s".
+func (cfg Config) Shape() string {
+	switch {
+	case cfg.Buyers > 0 && cfg.BurstWindow == 0:
+		return fmt.Sprintf("burst of %d buyers at once, on up to %d connections", cfg.Buyers, cfg.MaxWorkers)
+	case cfg.Buyers > 0:
+		return fmt.Sprintf("burst of %d buyers over %v, on up to %d connections", cfg.Buyers, cfg.BurstWindow, cfg.MaxWorkers)
+	case cfg.RampTo > 0 && cfg.RampTo != cfg.Rate:
+		return fmt.Sprintf("ramp %d -> %d req/s over %v", cfg.Rate, cfg.RampTo, cfg.Duration)
+	}
+	return fmt.Sprintf("steady %d req/s for %v", cfg.Rate, cfg.Duration)
 }
 
 // normalizeTarget checks that raw is an absolute http(s) URL without query or

@@ -13,8 +13,10 @@ import (
 // numbers, and what the attack measured. It is plain data so callers (the
 // demo's table, CI) can pick fields; WriteText prints it for a person.
 type Report struct {
-	// Targets are the base URLs attacked, round-robin.
+	// Targets are the base URLs attacked, round-robin, and Shape the load
+	// sent (Config.Shape).
 	Targets []string
+	Shape   string
 	// ProductID is the product sold; UserPrefix starts every user id of this
 	// run.
 	ProductID  int64
@@ -88,7 +90,7 @@ func (r Report) WriteText(w io.Writer) error {
 	if r.Stopped != "" {
 		fmt.Fprintf(&b, ", stopped early: %s", r.Stopped)
 	}
-	fmt.Fprintf(&b, "\n  orders %d (by this run %d), stock left %d\n", r.After.Sold, r.RunOrders, r.After.Stock)
+	fmt.Fprintf(&b, "\n  load: %s\n  orders %d (by this run %d), stock left %d\n", r.Shape, r.After.Sold, r.RunOrders, r.After.Stock)
 
 	b.WriteString("\nInvariants\n")
 	for _, inv := range r.Invariants {

@@ -61,7 +61,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	}
 
 	fmt.Fprintf(w, "loadtest: product %d (stock %d, sold %d) on %d target(s); %s; at most %d requests; repeat share %.0f%%\n",
-		before.ID, before.Stock, before.Sold, len(cfg.Targets), pacingText(cfg), cfg.MaxRequests, cfg.RepeatShare*100)
+		before.ID, before.Stock, before.Sold, len(cfg.Targets), cfg.Shape(), cfg.MaxRequests, cfg.RepeatShare*100)
 	progressW := cfg.Progress
 	if progressW == nil {
 		progressW = w
@@ -188,6 +188,7 @@ func newReport(cfg Config, before, after Product, orders []Order, prefix string,
 	invariants []Invariant, stopped string) Report {
 	rep := Report{
 		Targets:   cfg.Targets,
+		Shape:     cfg.Shape(),
 		ProductID: before.ID, UserPrefix: prefix,
 		Before: before, After: after,
 		Requests: t.requests, Repeats: t.repeats, Created: t.created, Unknown: t.unknown,
@@ -220,12 +221,4 @@ func newReport(cfg Config, before, after Product, orders []Order, prefix string,
 		rep.PurchaseRate = float64(t.created) / s
 	}
 	return rep
-}
-
-// pacingText describes the pacing for the header line.
-func pacingText(cfg Config) string {
-	if cfg.RampTo > 0 && cfg.RampTo != cfg.Rate {
-		return fmt.Sprintf("%d -> %d req/s over %v", cfg.Rate, cfg.RampTo, cfg.Duration)
-	}
-	return fmt.Sprintf("%d req/s for %v", cfg.Rate, cfg.Duration)
 }

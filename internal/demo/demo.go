@@ -162,6 +162,9 @@ func describeService(cfg app.Config) string {
 			fence = "FENCING OFF (unsafe)"
 		}
 		fmt.Fprintf(&b, " (TTL %v, renewal %s, %s)", cfg.LockTTL, renew, fence)
+		if !cfg.UnsafeNoFence {
+			fmt.Fprintf(&b, ", up to %d purchases per lock hold", cfg.BatchMax)
+		}
 	}
 	fmt.Fprintf(&b, ", wait up to %v", cfg.LockWait)
 	if cfg.ChaosPause > 0 && cfg.ChaosProb > 0 {

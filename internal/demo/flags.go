@@ -12,15 +12,14 @@ import (
 	"github.com/seckill-ref/seckill/loadtest"
 )
 
-// Defaults of the demo's own flags. The rate is above loadtest's default so
-// that two replicas are really contended; the matrix's duration is shorter
-// because it runs five sales.
+// Defaults of the demo's own flags. The sale is a burst of
+// loadtest.DefaultBuyers buyers for loadtest.DefaultStock items; with
+// -rate or -duration it is a steady load at these defaults instead.
 const (
-	DefaultReplicas       = 2
-	DefaultRate           = 300
-	DefaultDuration       = 5 * time.Second
-	DefaultMatrixDuration = 3 * time.Second
-	maxReplicas           = 16
+	DefaultReplicas = 2
+	DefaultRate     = 300
+	DefaultDuration = 5 * time.Second
+	maxReplicas     = 16
 )
 
 // Where the Redis of the redis lock mode comes from (-redis, or the
@@ -51,6 +50,9 @@ temporary SQLite database and -replicas replicas of the service on loopback
 ports, runs a flash sale against all of them, prints the report and the
 verdict, and removes everything it started.
 
+The sale is a burst: -buyers buyers at once (or over -burst-window). -rate
+and -duration make it a steady load instead.
+
 -matrix runs a short sale per lock mode and fault instead, and prints one
 table that shows where the sale oversells and where it does not.
 
@@ -65,7 +67,7 @@ Flags:
 
 // serviceFlags are the flags that configure the replicas: -matrix sets
 // them per row, so giving one with -matrix is a mistake worth saying.
-var serviceFlags = []string{"lock", "lock-ttl", "lock-renew", "chaos-pause", "chaos-prob", "unsafe-no-fence", "expect-oversell", "out", "plot"}
+var serviceFlags = []string{"lock", "lock-ttl", "lock-renew", "batch-max", "chaos-pause", "chaos-prob", "unsafe-no-fence", "expect-oversell", "out", "plot"}
 
 // parseFlags turns args into options. It returns flag.ErrHelp for -h, and
 // errFlagParse when the flag package has already printed the problem.
@@ -88,8 +90,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.logFile, "log", "", "append the replicas' warnings and errors to this `file` (default: only count them)")
 
 	fs.Int64Var(&o.sale.Stock, "stock", loadtest.DefaultStock, "stock of the product on sale")
-	fs.IntVar(&o.sale.Rate, "rate", DefaultRate, "purchase requests per second")
-	fs.DurationVar(&o.sale.Duration, "duration", DefaultDuration, "how long to send requests (-matrix: 3s unless given)")
+	fs.IntVar(&o.sale.Buyers, "buyers", loadtest.DefaultBuyers, "burst: this many buyers, all at once (or over -burst-window)")
+	fs.DurationVar(&o.sale.BurstWindow, "burst-window", 0, "burst: spread the buyers evenly over this `duration`; 0 sends them at once")
+	fs.IntVar(&o.sale.Rate, "rate", DefaultRate, "steady load instead of a burst: purchase requests per second")
+	fs.DurationVar(&o.sale.Duration, "duration", DefaultDuration, "steady load: how long to send requests")
 	fs.Float64Var(&o.sale.RepeatShare, "repeat-share", loadtest.DefaultRepeatShare, "share of requests, 0..1, that reuse an earlier buyer and must be refused")
 	fs.BoolVar(&o.sale.ExpectOversell, "expect-oversell", false, "pass only if an oversell is detected (for the broken lock modes)")
 	fs.StringVar(&o.sale.Out, "out", "", "write Vegeta's results to this `file` (gob, for vegeta report and vegeta plot)")
@@ -100,6 +104,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.svc.LockTTL, "lock-ttl", o.svc.LockTTL, "lock lease")
 	fs.DurationVar(&o.svc.LockWait, "lock-wait", o.svc.LockWait, "longest wait for a lock before 503 busy")
 	fs.BoolVar(&o.svc.LockRenew, "lock-renew", o.svc.LockRenew, "renew leases in the background")
+	fs.IntVar(&o.svc.BatchMax, "batch-max", o.svc.BatchMax, "most purchases of one product served per lock hold (group commit); 1 serves them one at a time")
 	fs.DurationVar(&o.svc.ChaosPause, "chaos-pause", o.svc.ChaosPause, "fault injection: lock holders sleep this long between their checks and their writes")
 	fs.Float64Var(&o.svc.ChaosProb, "chaos-prob", o.svc.ChaosProb, "fault injection: `probability` (0..1) of the chaos pause")
 	fs.BoolVar(&o.svc.UnsafeNoFence, "unsafe-no-fence", o.svc.UnsafeNoFence, "UNSAFE, for demonstrations: turn fencing off in redis mode")
@@ -114,6 +119,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		return o, fmt.Errorf("unexpected argument %q: flags only", fs.Arg(0))
 	}
 	o.svc.Lock = app.LockMode(strings.ToLower(lock))
+	if err := loadtest.ShapeFromFlags(fs, &o.sale); err != nil {
+		return o, err
+	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.matrix {
@@ -125,9 +133,6 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		}
 		if len(clash) > 0 {
 			return o, fmt.Errorf("-matrix chooses these per row; drop %s", strings.Join(clash, " "))
-		}
-		if !set["duration"] {
-			o.sale.Duration = DefaultMatrixDuration
 		}
 	}
 	return o, o.validate()
@@ -149,8 +154,8 @@ func (o options) validate() error {
 	}
 	// Zero would mean "default" to loadtest.Run; on a command line it is a
 	// mistake.
-	if o.sale.Stock <= 0 || o.sale.Rate <= 0 || o.sale.Duration <= 0 {
-		errs = append(errs, errors.New("-stock, -rate and -duration must be positive"))
+	if o.sale.Stock <= 0 || o.sale.Buyers < 0 || (o.sale.Buyers == 0 && (o.sale.Rate <= 0 || o.sale.Duration <= 0)) {
+		errs = append(errs, errors.New("-stock and -buyers (or -rate and -duration) must be positive"))
 	}
 	if err := o.svc.Validate(); err != nil {
 		errs = append(errs, err)
