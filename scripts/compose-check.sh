@@ -13,7 +13,7 @@
 #   UP_TIMEOUT=600          seconds for build + start until healthy
 #   LB_TIMEOUT=60           seconds for every replica to answer through nginx
 #   LOADTEST_TIMEOUT=180    seconds for the load test
-#   LOADTEST_STOCK, LOADTEST_RATE, LOADTEST_DURATION: see docker-compose.yml
+#   LOADTEST_STOCK, LOADTEST_BUYERS, LOADTEST_WINDOW: see docker-compose.yml
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
