@@ -86,17 +86,20 @@ func BenchmarkCostBySize(b *testing.B) {
 // other answer fails the benchmark: it would be measuring something else.
 func closedLoop(b *testing.B, c *benchSite, tr vegeta.Targeter, want int) {
 	b.Helper()
-	atk := vegeta.NewAttacker(
-		vegeta.Client(&http.Client{Transport: c.transport, Timeout: 30 * time.Second}),
-		vegeta.Workers(benchConns), vegeta.MaxWorkers(benchConns), vegeta.MaxBody(512))
+	// An attacker runs one attack: Attack stops it when done.
+	attacker := func() *vegeta.Attacker {
+		return vegeta.NewAttacker(
+			vegeta.Client(&http.Client{Transport: c.transport, Timeout: 30 * time.Second}),
+			vegeta.Workers(benchConns), vegeta.MaxWorkers(benchConns), vegeta.MaxBody(512))
+	}
 	// Open the connections first, with requests that are not counted.
-	for range atk.Attack(tr, boundedBench{max: benchConns}, 0, "warm-up") {
+	for range attacker().Attack(tr, boundedBench{max: benchConns}, 0, "warm-up") {
 	}
 	lat := make([]time.Duration, 0, b.N)
 	other := map[uint16]int{}
 	b.ResetTimer()
 	start := time.Now()
-	for r := range atk.Attack(tr, boundedBench{max: uint64(b.N)}, 0, "bench") {
+	for r := range attacker().Attack(tr, boundedBench{max: uint64(b.N)}, 0, "bench") {
 		if r.Code == uint16(want) {
 			lat = append(lat, r.Latency)
 		} else {
@@ -105,7 +108,7 @@ func closedLoop(b *testing.B, c *benchSite, tr vegeta.Targeter, want int) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
-	if len(other) > 0 {
+	if len(other) > 0 || len(lat) != b.N {
 		b.Fatalf("%d of %d answers were not %d: %v", b.N-len(lat), b.N, want, other)
 	}
 	slices.Sort(lat)
