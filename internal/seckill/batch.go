@@ -2,6 +2,7 @@ package seckill
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -206,6 +207,19 @@ func (s *Service) lead(ctx context.Context, productID int64, q *purchaseQueue, c
 	defer s.release(ctx, productID, lease)
 
 	batch, leaderGone := s.batch.take(q, c, s.batchMax)
+	answered := false
+	defer func() {
+		// Only a panic gets here with the batch unanswered: its buyers
+		// must not wait for an answer that will never come.
+		if answered {
+			return
+		}
+		for _, bc := range batch {
+			if bc != c {
+				bc.done <- callResult{err: errBatchAborted}
+			}
+		}
+	}()
 	wctx, cancelWork := context.WithTimeout(context.WithoutCancel(ctx), batchWorkTimeout)
 	defer cancelWork()
 	results := s.serveBatch(wctx, productID, lease.Token(), batch)
@@ -217,11 +231,15 @@ func (s *Service) lead(ctx context.Context, productID int64, q *purchaseQueue, c
 		}
 		bc.done <- results[i]
 	}
+	answered = true
 	if leaderGone != nil {
 		return nil, leaderGone
 	}
 	return mine.order, mine.err
 }
+
+// errBatchAborted answers the buyers of a batch whose leader panicked.
+var errBatchAborted = errors.New("seckill: the batch was aborted")
 
 // batchWorkTimeout bounds a batch's database work once the lock is held.
 // A batch that overruns it fails as a whole; the fence keeps a write that
