@@ -8,9 +8,20 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
-require golang.org/x/term v0.40.0
+require (
+	github.com/prometheus/client_golang v1.23.2
+	github.com/prometheus/client_model v0.6.2
+	github.com/prometheus/common v0.66.1
+	golang.org/x/term v0.40.0
+)
 
-require github.com/yuin/gopher-lua v1.1.1 // indirect
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/procfs v0.16.1 // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
+	go.yaml.in/yaml/v2 v2.4.2 // indirect
+)
 
 require (
 	github.com/bytedance/gopkg v0.1.3 // indirect

@@ -85,7 +85,8 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 	s.handler = handlers.New(svc, handlers.Options{
 		AdminToken: cfg.AdminToken,
 		Logger:     logger,
-		Metrics:    s.metrics,
+		Metrics:    s.metrics.Handler(),
+		Requests:   s.metrics,
 	})
 	s.http = &http.Server{
 		Handler:           s.handler,
