@@ -63,6 +63,11 @@ type Report struct {
 	// Stopped says why the attack ended early ("interrupted", "hard
 	// deadline"); empty when it ran its course.
 	Stopped string
+
+	// Timeline is the attack step by step, and Samples the product as the
+	// server answered during it: the charts of the HTML report.
+	Timeline Timeline
+	Samples  []Sample
 }
 
 // OK is the verdict: no oversell, or, with ExpectOversell, an oversell caught.

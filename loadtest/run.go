@@ -27,7 +27,8 @@ const attackName = "sale"
 // The error is non-nil when there is no verdict to give: an invalid Config
 // (wrapping ErrInvalidConfig), a target that cannot be reached or refuses the
 // set-up, a verification that could not read the product back, or a results
-// or plot file that could not be written (the Report is then complete).
+// or plot file, or a report file, that could not be written (the Report is
+// then complete).
 //
 // When ctx ends during the attack, Run stops sending, aborts requests in
 // flight and still verifies (within Config.Timeout), because an interrupted
@@ -55,6 +56,9 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	if err := createReportFiles(cfg); err != nil {
+		return Report{}, err
+	}
 	rec, err := newRecorder(cfg.Out, cfg.Plot, fmt.Sprintf("seckill sale of product %d", before.ID))
 	if err != nil {
 		return Report{}, err
@@ -66,7 +70,9 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	if progressW == nil {
 		progressW = w
 	}
+	smp := startSampler(ctx, apis[0], before.ID, cfg.SampleInterval, time.Now())
 	t, b, stopped := attack(ctx, cfg, tr, before.ID, prefix, rec, progressW)
+	samples := smp.stop(t.start)
 	recErr := rec.close()
 
 	vctx := ctx
@@ -93,6 +99,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 		EndedNormally: stopped == "",
 	})
 	rep := newReport(cfg, before, after, orders, prefix, t, invariants, stopped)
+	rep.addCharts(t, samples)
 	if int(requests) != rep.Requests {
 		// Every hit yields one result; a gap would mean lost accounting.
 		recErr = errors.Join(recErr, fmt.Errorf("loadtest: %d requests sent but %d results", requests, rep.Requests))
@@ -100,6 +107,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	if err := rep.WriteText(w); err != nil {
 		recErr = errors.Join(recErr, err)
 	}
+	recErr = errors.Join(recErr, rep.writeReportFiles(cfg))
 	return rep, recErr
 }
 

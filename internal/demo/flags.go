@@ -98,6 +98,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.BoolVar(&o.sale.ExpectOversell, "expect-oversell", false, "pass only if an oversell is detected (for the broken lock modes)")
 	fs.StringVar(&o.sale.Out, "out", "", "write Vegeta's results to this `file` (gob, for vegeta report and vegeta plot)")
 	fs.StringVar(&o.sale.Plot, "plot", "", "write Vegeta's HTML latency plot to this `file`")
+	fs.StringVar(&o.sale.Report, "report", "", "write the report as a self-contained HTML page with charts to this `file` (with -matrix: the matrix, a chart per row)")
+	fs.StringVar(&o.sale.ReportJSON, "report-json", "", "write the report as JSON to this `file` (with -matrix: every row's)")
 
 	lock := string(o.svc.Lock)
 	fs.StringVar(&lock, "lock", lock, "lock `mode`: redis, none (no lock: oversells) or local (in-process mutex: oversells with 2 replicas)")

@@ -127,6 +127,10 @@ func (r *result) matched() bool { return r.ran && r.err == nil && r.rep.Oversold
 // could not run (or a Ctrl-C stopped the matrix), and exitFail otherwise.
 func runMatrix(ctx context.Context, o options, rds *redisHandle, logger *slog.Logger, stdout, stderr io.Writer) int {
 	rows := matrixRows(o.replicas)
+	if err := createMatrixReports(o); err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return exitError
+	}
 	fmt.Fprintf(stdout, "demo -matrix: %d sales of %d items, each a %s, on %d fresh replica(s) with Redis from %s\n",
 		len(rows), o.sale.Stock, shapeText(o.sale), o.replicas, rds.describe())
 	results := make([]*result, len(rows))
@@ -156,7 +160,12 @@ func runMatrix(ctx context.Context, o options, rds *redisHandle, logger *slog.Lo
 	fmt.Fprintln(stdout)
 	writeTable(stdout, o, results)
 	fmt.Fprintln(stdout)
-	return writeVerdicts(stdout, results, ctx.Err() != nil)
+	code := writeVerdicts(stdout, results, ctx.Err() != nil)
+	if err := writeMatrixReports(o, results); err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		code = exitError
+	}
+	return code
 }
 
 // runRow runs one sale into res.
@@ -170,6 +179,7 @@ func runRow(ctx context.Context, o options, rds *redisHandle, logger *slog.Logge
 	sale := o.sale
 	sale.Targets, sale.AdminToken = c.urls, cfg.AdminToken
 	sale.ProgressMode = loadtest.ProgressOff
+	sale.Report, sale.ReportJSON = "", "" // the matrix writes one report of all rows
 	res.rep, res.err = loadtest.Run(ctx, sale, &res.output)
 	res.ran = ctx.Err() == nil
 	res.fenceRejected, res.leaseLost = c.counters()
