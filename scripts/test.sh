@@ -4,13 +4,17 @@
 # Runs every test under the race detector against real redis-server processes
 # that the tests start themselves. On Debian/Ubuntu it installs redis-server
 # when it is missing; elsewhere it says what to install. The race detector
-# and the SQLite driver need cgo, so a C compiler is required too.
+# and the SQLite driver need cgo, so a C compiler is required too. The
+# dashboard and the matrix report are tested in a real headless Chromium
+# (Debian's chromium package), installed the same way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ||
+	command -v google-chrome >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -20,9 +24,9 @@ if [ ${#need[@]} -gt 0 ]; then
 		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${need[@]}" >/dev/null
 	else
 		echo "test.sh: missing ${need[*]}. Install them and run this again:" >&2
-		echo "  Debian/Ubuntu: apt-get install -y redis-server gcc" >&2
-		echo "  Fedora:        dnf install -y redis gcc" >&2
-		echo "  macOS:         brew install redis (gcc comes with the Xcode command line tools)" >&2
+		echo "  Debian/Ubuntu: apt-get install -y redis-server gcc chromium" >&2
+		echo "  Fedora:        dnf install -y redis gcc chromium" >&2
+		echo "  macOS:         brew install redis chromium (gcc comes with the Xcode command line tools)" >&2
 		exit 1
 	fi
 fi
