@@ -96,7 +96,15 @@ type Dashboard struct {
 
 	closeOnce sync.Once
 	now       func() time.Time
+
+	// Owned by the writer goroutine: a dependency that is down would
+	// otherwise log a warning every flush.
+	lastWarn time.Time
+	dropped  int
 }
+
+// warnEvery is how often a failing write is logged.
+const warnEvery = time.Minute
 
 // bucket is one second of one replica.
 type bucket struct {
@@ -193,7 +201,7 @@ func (d *Dashboard) flush(until int64) {
 			}
 			p, err := d.products.Product(ctx, id)
 			if err != nil {
-				d.log.Warn("dashboard: read product", "product", id, "err", err)
+				d.warn("dashboard: read a product to sample it", 0, err)
 				continue
 			}
 			samples[id] = p
@@ -208,7 +216,17 @@ func (d *Dashboard) flush(until int64) {
 	}
 	if err := errors.Join(errs...); err != nil {
 		// The page loses these seconds; the sale is not affected.
-		d.log.Warn("dashboard: write the timeline", "seconds", len(ready), "err", err)
+		d.warn("dashboard: write the timeline to Redis", len(errs), err)
+	}
+}
+
+// warn logs a failure at most once per warnEvery, with the count of
+// seconds lost since the last warning.
+func (d *Dashboard) warn(msg string, lost int, err error) {
+	d.dropped += lost
+	if now := d.now(); now.Sub(d.lastWarn) >= warnEvery {
+		d.log.Warn(msg, "seconds_lost", d.dropped, "err", err, "next_warning_in", warnEvery)
+		d.lastWarn, d.dropped = now, 0
 	}
 }
 
