@@ -3,6 +3,7 @@ package loadtest
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -185,6 +186,16 @@ func TestBuildTimeline(t *testing.T) {
 	} {
 		if got := stepWidth(tt.elapsed); got != tt.want {
 			t.Errorf("stepWidth(%v): got %v, want %v", tt.elapsed, got, tt.want)
+		}
+	}
+}
+
+func TestNiceCeil(t *testing.T) {
+	for _, tt := range []struct{ v, want float64 }{
+		{0, 4}, {3, 4}, {100, 100}, {101, 200}, {846, 1000}, {1050, 2000}, {0.3, 0.4},
+	} {
+		if got := niceCeil(tt.v); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("niceCeil(%g): got %g, want %g", tt.v, got, tt.want)
 		}
 	}
 }

@@ -90,15 +90,15 @@ func (c *svgChart) html() template.HTML {
 	return template.HTML(c.sb.String()) // built from numbers and escaped text only
 }
 
-// niceCeil is the top of an axis of four steps of 1, 2 or 5 times a power
-// of ten, at or above v: every tick is a round number.
+// niceCeil is the top of an axis of four steps of 1, 2, 2.5 or 5 times a
+// power of ten, at or above v: every tick is a round number.
 func niceCeil(v float64) float64 {
 	if v <= 0 {
 		return 4
 	}
 	step := v / 4
 	p := math.Pow(10, math.Floor(math.Log10(step)))
-	for _, m := range []float64{1, 2, 5, 10} {
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
 		if m*p >= step*0.9999999 {
 			return 4 * m * p
 		}
