@@ -52,6 +52,10 @@ type Report struct {
 	LastPurchase, SoldOutAt time.Duration
 	// Latency covers all requests, PurchaseLatency the 201s only.
 	Latency, PurchaseLatency Latency
+	// Timeline is the attack step by step, and Samples the product as the
+	// server answered during it: the charts of the HTML report.
+	Timeline Timeline
+	Samples  []Sample
 
 	// Invariants holds the result of Check. Oversold is true when any safety
 	// invariant failed, Undersold when the liveness check warned.
@@ -63,11 +67,6 @@ type Report struct {
 	// Stopped says why the attack ended early ("interrupted", "hard
 	// deadline"); empty when it ran its course.
 	Stopped string
-
-	// Timeline is the attack step by step, and Samples the product as the
-	// server answered during it: the charts of the HTML report.
-	Timeline Timeline
-	Samples  []Sample
 }
 
 // OK is the verdict: no oversell, or, with ExpectOversell, an oversell caught.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/seckill-ref/seckill/internal/dashboard"
 	"github.com/seckill-ref/seckill/internal/metrics"
 	"github.com/seckill-ref/seckill/internal/seckill"
 )
@@ -190,5 +192,14 @@ func TestMetricsPerReplica(t *testing.T) {
 	}
 	if got := a.Purchases(seckill.OutcomeCreated); got != 1 {
 		t.Errorf("a: got %d purchases, want 1", got)
+	}
+}
+
+// The dashboard keeps lock waits in the same buckets as the histogram, so
+// that its percentiles and Prometheus's agree; it does not import this
+// package, which alone knows the Prometheus library.
+func TestDashboardUsesTheHistogramBuckets(t *testing.T) {
+	if !slices.Equal(dashboard.WaitBuckets, metrics.DurationBuckets) {
+		t.Errorf("dashboard.WaitBuckets %v, metrics.DurationBuckets %v: want the same", dashboard.WaitBuckets, metrics.DurationBuckets)
 	}
 }
