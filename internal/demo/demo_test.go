@@ -2,6 +2,8 @@ package demo_test
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -124,5 +126,37 @@ func TestDemoUsage(t *testing.T) {
 		if r.code != tt.code || !strings.Contains(r.stderr, tt.want) {
 			t.Errorf("demo %v: got exit %d and stderr %q, want exit %d and %q", tt.args, r.code, r.stderr, tt.code, tt.want)
 		}
+	}
+}
+
+// demo -report and -report-json pass through to the sale: the page says
+// what the text says, and the JSON reads back.
+func TestDemoReport(t *testing.T) {
+	dir := t.TempDir()
+	page, data := filepath.Join(dir, "sale.html"), filepath.Join(dir, "sale.json")
+	r := runDemo(t, context.Background(), nil, nil, args("-lock", "none", "-expect-oversell", "-report", page, "-report-json", data)...)
+	if r.code != 0 {
+		t.Fatalf("exit status: got %d, want 0", r.code)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<div class="verdict pass" id="verdict">PASS: oversell detected, as expected for this mode</div>`,
+		`data-number="3" data-status="FAIL"`, `<svg class="sale-chart"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("report page lacks %q", want)
+		}
+	}
+	j, err := os.ReadFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Oversold, ExpectOversell bool
+		Requests                 int
+	}
+	if err := json.Unmarshal(j, &rep); err != nil || !rep.Oversold || !rep.ExpectOversell || rep.Requests != 1000 {
+		t.Errorf("report JSON: got %+v (%v), want an expected oversell of 1000 requests", rep, err)
 	}
 }
