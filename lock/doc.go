@@ -68,13 +68,21 @@
 // the largest token it has seen and refuses writes with smaller ones: a
 // paused holder that wakes up after someone else acquired is refused. The
 // token is issued by the acquire script itself, atomically with the
-// acquisition: the last token plus one, or, when a restart without
-// persistence lost the counter, the server's clock in microseconds. The
-// counter makes tokens strictly increase; the clock makes them keep
-// increasing across the loss, since the counter (seeded from the clock,
-// one per acquisition, each a script run of several microseconds) never
-// overtakes it. The seckill service in this repository shows the protocol
-// against a SQL database (internal/seckill).
+// acquisition: the server's clock in microseconds, or the last token plus
+// one if that is larger. The counter makes tokens strictly increase on one
+// server. The clock makes them keep increasing when Redis loses the
+// counter's latest value: a restart without persistence loses it, and a
+// restart from a snapshot taken before the latest acquisitions, or a
+// failover to a replica that had not received them, brings back an older
+// value, from which the counter alone would issue again tokens already
+// handed out. That rests on one assumption about clocks: the clock of the
+// server that issues the first token after such a loss reads later than
+// the clock that issued the last token before it did at the time. Clocks
+// kept in step by NTP differ by milliseconds, and a restart or failover
+// takes longer; a clock stepped back by more than that (by hand, or a
+// server whose clock is far behind its master's) breaks it. The seckill
+// service in this repository shows the protocol against a SQL database
+// (internal/seckill).
 //
 // # Waiting: queued hand-off instead of polling
 //
@@ -147,15 +155,17 @@
 //   - NewRedlock: the lock lives on a quorum of independent masters, so a
 //     minority of them can fail or restart empty. See NewRedlock for the
 //     algorithm and for what it does not guarantee.
-//   - The fencing token, provided the resource checks it. Tokens survive
-//     the loss of the counter as long as the clock of the server that
-//     issues the next token is not behind the clock of the one that
-//     issued the last by more than the restart or failover took.
+//   - The fencing token, provided the resource checks it. Tokens keep
+//     increasing when a restart or failover loses the counter or brings
+//     back an older one, as long as the clock of the server that issues
+//     the next token is not behind the clock of the one that issued the
+//     last by more than the restart or failover took (see Fencing above).
 //
 // # What this does not guarantee
 //
 // The deadline a Lock computes assumes that this process's clock and the
 // servers' run at about the same rate; it does not assume they agree on the
 // time. A process paused longer than its lease learns of the loss only when
-// it runs again: the fence, not the lock, stops its late writes.
+// it runs again: the fence, not the lock, stops its late writes. The tokens
+// assume only what Fencing above says of the servers' clocks.
 package lock

@@ -9,3 +9,24 @@ func SetHealthInterval(d time.Duration) (restore func()) {
 	healthInterval = d
 	return func() { healthInterval = old }
 }
+
+// The rules below each undo one safeguard of the scripts, for the negative
+// controls of the tests that show it: Lua placed after common.lua that
+// replaces one of its functions.
+const (
+	// CountingTokens issues tokens from a counter alone, starting at 1
+	// when it is missing: a restart without persistence starts over.
+	CountingTokens = `
+next_token = function()
+  return redis.call('INCR', fence_key)
+end
+`
+)
+
+// UseScriptRule makes Lockers created from now on run scripts with rule
+// (one of the constants above) in place; restore undoes it for later ones.
+func UseScriptRule(rule string) (restore func()) {
+	old := safeScripts
+	safeScripts = newScriptSet(rule)
+	return func() { safeScripts = old }
+}

@@ -71,11 +71,17 @@ func (lk *Lock) Name() string { return lk.name }
 func (lk *Lock) Owner() string { return lk.owner }
 
 // Token is the fencing token of this acquisition: larger than the token of
-// every earlier acquisition of the same lock, also across a Redis restart
-// that lost the counter. Pass it to the resource the lock protects and have
-// the resource refuse writes carrying a smaller token than it has seen: that,
-// not the lease, is what keeps a holder that stalled past its lease from
-// writing (Kleppmann, "How to do distributed locking").
+// every earlier acquisition of the same lock. That holds also when Redis
+// lost the counter or brought back an older one (a restart without
+// persistence or from a stale snapshot, a failover to a lagging replica),
+// under one clock assumption: the token is the server's clock in
+// microseconds unless the counter is ahead, so the server that issues the
+// first token after the loss must have a clock that reads later than the
+// issuer of the last token's did then (clocks that differ by less than
+// the restart or failover took). Pass it to the resource the lock protects
+// and have the resource refuse writes carrying a smaller token than it has
+// seen: that, not the lease, is what keeps a holder that stalled past its
+// lease from writing (Kleppmann, "How to do distributed locking").
 func (lk *Lock) Token() int64 { return lk.token }
 
 // Lost is closed when the lease is lost: a renewal found another owner or

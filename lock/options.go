@@ -79,6 +79,16 @@ type Options struct {
 	// Observer, when set, is told about acquisitions, waits, releases,
 	// renewal failures and lost leases, to count them.
 	Observer Observer
+
+	// UnsafeCounterTokens is UNSAFE, for demonstrations and fault tests
+	// only; never set it in production. It issues each fencing token as
+	// the last token plus one, reading the server's clock only when the
+	// counter is missing, instead of the larger of the two. After a Redis
+	// restart from a stale snapshot, or a failover to a replica that had
+	// not received the latest acquisitions, tokens then go backwards: a
+	// resource that accepts equal tokens lets two holders write, and one
+	// that refuses them refuses every holder until the counter catches up.
+	UnsafeCounterTokens bool
 }
 
 func (o Options) withDefaults() (Options, error) {

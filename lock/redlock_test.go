@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill-ref/seckill/internal/redistest"
 	"github.com/seckill-ref/seckill/lock"
 )
@@ -30,18 +28,11 @@ func startNodes(t *testing.T, n int) []*redistest.Server {
 // separate process would have. The clients fail fast when a node is down.
 func newRedlock(t *testing.T, nodes []*redistest.Server, opts lock.Options) *lock.Locker {
 	t.Helper()
-	var clients []redis.UniversalClient
-	for _, n := range nodes {
-		c := redis.NewClient(&redis.Options{Addr: n.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1, DialTimeout: 200 * time.Millisecond})
-		t.Cleanup(func() { _ = c.Close() })
-		clients = append(clients, c)
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Addr()
 	}
-	l, err := lock.NewRedlock(clients, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l
+	return redlockOver(t, opts, addrs...)
 }
 
 func TestRedlockMutualExclusionAndHandOff(t *testing.T) {

@@ -27,23 +27,25 @@ local function now_ms() return math.floor(now_us() / 1000) end
 -- '%.0f' prints every integer a double holds exactly (up to 2^53).
 local function int(n) return string.format('%.0f', n) end
 
--- next_token issues the fencing token of a new acquisition: one more than
--- the last token, or, when the counter is missing (first use, or a restart
--- without persistence lost it), the server clock in microseconds. The
--- counter alone would restart at 1; the clock is larger than every token
--- issued before, because the counter, once seeded from the clock, grows by
--- one per acquisition and each acquisition is a script run of several
--- microseconds, so it never overtakes the clock. That holds unless the
--- clock stepped back by more than the restart took. The clock is read only
--- when needed: TIME on every acquisition was the priciest call of the
--- uncontended path.
+-- next_token issues the fencing token of a new acquisition: the server's
+-- clock in microseconds, or the last token plus one if that is larger.
+-- The counter makes tokens strictly increase on one server. The clock makes
+-- them keep increasing when the counter comes back older or not at all: a
+-- restart without persistence loses it, and a restart from a snapshot taken
+-- before the latest acquisitions, or a failover to a replica that had not
+-- received them, brings back an older value from which last + 1 would issue
+-- again tokens already handed out. Tokens follow the clock (the counter
+-- leads it only when acquisitions share a microsecond, and a script run
+-- takes several), so the first token after such a loss is larger than
+-- every earlier one as long as this server's clock reads later than the
+-- clock that issued the last one did then: clocks (one server's across its
+-- restart, a master's and its replicas') that differ by less than the
+-- restart or failover took, and never step back by more.
 local function next_token()
+  local tok = now_us()
   local last = redis.call('GET', fence_key)
-  local tok
   if last then
-    tok = tonumber(last) + 1
-  else
-    tok = now_us()
+    tok = math.max(tok, tonumber(last) + 1)
   end
   redis.call('SET', fence_key, int(tok))
   return tok
