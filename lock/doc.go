@@ -57,7 +57,7 @@
 //
 // Loss is reported at once. The Lock knows a deadline until which its lease
 // certainly lasts (the send time of the request that took or last extended
-// it, plus the TTL). When a renewal finds another owner, or the deadline
+// it, plus the lease that request set). When a renewal finds another owner, or the deadline
 // passes without a successful renewal, Lost is closed and every context
 // from Lock.Context (and Do's) is cancelled with cause ErrLeaseLost.
 //
@@ -101,7 +101,12 @@
 //     script, grants it to the oldest live entry: the lock's value becomes
 //     that ticket, a token is issued, and a message on the lock's channel
 //     tells the process. Processes are served in turn; the new holder needs
-//     no round trip of its own. If the next entry is the releaser's own
+//     no round trip of its own to hold it. The grant's lease is a short
+//     claim, as long as the entry's lease (five re-check intervals), which
+//     the grantee extends to the full TTL in the background as it takes
+//     the grant: a process that crashed while waiting still has an entry
+//     for up to that long, and a grant to it then blocks the lock for the
+//     claim, not a whole TTL. If the next entry is the releaser's own
 //     process, the reply carries the grant and the lock passes to the next
 //     local goroutine in one round trip. Such a local hand-off skips a
 //     message and a wake-up in another process, so a process with more
@@ -137,7 +142,7 @@
 //	lock:{name}          the owner's UUID, with the lease as its TTL
 //	lock:{name}:fence    the last fencing token (no TTL: it must outlive the lock)
 //	lock:{name}:queue    ids of waiting processes, oldest first
-//	lock:{name}:waiters  each waiting process's ticket and entry expiry
+//	lock:{name}:waiters  each waiting process's ticket, entry expiry and leases
 //	lock:{name}:void:ID  tombstone of a ticket given up (expires with the lease)
 //	lock:{name}:grant    the channel grants are published on
 //

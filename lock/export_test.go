@@ -21,6 +21,13 @@ next_token = function()
   return redis.call('INCR', fence_key)
 end
 `
+	// FullLeaseGrants grants every waiting process the full lease, also
+	// one that may have crashed since it last refreshed its place.
+	FullLeaseGrants = `
+grant_lease = function(pid, me, ttl, claim)
+  return ttl
+end
+`
 )
 
 // UseScriptRule makes Lockers created from now on run scripts with rule

@@ -128,8 +128,8 @@ const releaseTimeout = 2 * time.Second
 // Close stops the Locker's background work: waiters get ErrClosed, held
 // Locks stop renewing and report ErrClosed through Lost. Release held Locks
 // first. Close takes the process out of every lock's queue (a ticket left
-// queued could be granted to this closed process and block the lock for a
-// whole TTL), and waits for every goroutine the Locker started.
+// queued could be granted to this closed process and block the lock for
+// its claim lease), and waits for every goroutine the Locker started.
 func (l *Locker) Close() error {
 	type giveUp struct {
 		k      keys
@@ -294,7 +294,7 @@ func (l *Locker) tryOnce(ctx context.Context, q *queue) (*Lock, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.newLock(q, ticket, res.token, res.deadline), nil
+	return l.newLock(q, grant{ticket: ticket, token: res.token, deadline: res.deadline}), nil
 }
 
 // cleanup voids ticket: deletes the lock if ticket owns it (passing it to

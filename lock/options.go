@@ -52,7 +52,8 @@ type Options struct {
 	// RecheckInterval bounds the fallback re-check of a waiting process; each
 	// wait is jittered by ±25% so processes do not re-check in step.
 	// Default DefaultRecheckInterval. A waiting process's place in the queue
-	// expires after five intervals without a re-check.
+	// expires after five intervals without a re-check, and a grant to it
+	// holds the lock for five intervals until the process takes it.
 	RecheckInterval time.Duration
 
 	// Prefix starts every key and channel. Default DefaultPrefix. It must
@@ -135,7 +136,8 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // entryLease is how long a waiting process's place in the queue lasts
-// without a re-check.
+// without a re-check, and the claim lease of a grant to it: the grant
+// blocks the lock no longer than the place would outlive a crash.
 func (o Options) entryLease() time.Duration { return 5 * o.RecheckInterval }
 
 // Observer is told what the Locker does, for metrics. Methods are called

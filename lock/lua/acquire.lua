@@ -5,7 +5,7 @@
 --   ARGV[4] mode: '0' take it if free, do not queue; '1' queue under this
 --           new ticket; '2' refresh our place in the queue
 --   ARGV[5] queue entry lease in ms   ARGV[6] channel for grants
--- Returns {1, token, pttl} when the caller holds the lock, {0, 0, pttl} when
+-- Returns {1, token, lease} when the caller holds the lock, {0, 0, pttl} when
 -- another owner does, {-1, 0, 0} when mode '2' finds our place gone, and
 -- {-2, 0, 0} when the ticket was voided.
 local ticket, ttl, pid, mode, lease, channel =
@@ -14,8 +14,10 @@ local ticket, ttl, pid, mode, lease, channel =
 local cur = redis.call('GET', lock_key)
 if cur == ticket then
   -- Granted to this ticket by a release whose message we have not seen (or
-  -- lost). Nobody can have acquired since, so the fence holds our token.
-  return {1, tonumber(redis.call('GET', fence_key)), redis.call('PTTL', lock_key)}
+  -- lost), with a claim lease: take it, with the full lease. Nobody can
+  -- have acquired since, so the fence holds our token.
+  redis.call('PEXPIRE', lock_key, ttl)
+  return {1, tonumber(redis.call('GET', fence_key)), tonumber(ttl)}
 end
 if cur and mode == '0' then
   return {0, 0, redis.call('PTTL', lock_key)} -- held, and we do not queue

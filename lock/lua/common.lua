@@ -4,7 +4,7 @@
 --   KEYS[1] lock     string: the owner's UUID, with the lease as its TTL
 --   KEYS[2] fence    string: the last fencing token issued for this lock
 --   KEYS[3] queue    list:   ids of processes waiting, oldest first
---   KEYS[4] waiters  hash:   process id -> "<expiry ms> <ttl ms> <ticket>",
+--   KEYS[4] waiters  hash:   process id -> "<expiry ms> <ttl ms> <claim ms> <ticket>",
 --                    and field 'turn' -> "<process id> <grants in a row>"
 --   KEYS[5] void     string: tombstone of the ticket the script is about:
 --                    one given up (withdraw) or released (release) must
@@ -51,14 +51,15 @@ local function next_token()
   return tok
 end
 
--- enqueue puts process pid at the back of the queue (or refreshes its entry
--- where it already stands). The entry expires lease ms from now unless the
--- process refreshes it, so a crashed process drops out of the queue.
+-- enqueue puts process pid at the back of the queue, or refreshes its entry
+-- where it already stands. The entry expires lease ms from now unless the
+-- process refreshes it, so a crashed process drops out of the queue; a grant
+-- to another process starts with a claim lease as long as the entry's.
 local function enqueue(pid, ticket, ttl, lease)
   if redis.call('HEXISTS', waiters_key, pid) == 0 then
     redis.call('RPUSH', queue_key, pid)
   end
-  redis.call('HSET', waiters_key, pid, int(now_ms() + lease) .. ' ' .. ttl .. ' ' .. ticket)
+  redis.call('HSET', waiters_key, pid, int(now_ms() + lease) .. ' ' .. ttl .. ' ' .. int(lease) .. ' ' .. ticket)
   -- The queue keys outlive every entry, and are only ever extended: a
   -- process with a shorter lease must not cut another's short.
   for _, k in ipairs({queue_key, waiters_key}) do
@@ -68,13 +69,26 @@ local function enqueue(pid, ticket, ttl, lease)
   end
 end
 
+-- grant_lease is the lease a grant starts with. The caller's own process
+-- (me) is alive, running this script, and takes the grant from the reply:
+-- it gets the full lease. Any other process may have crashed since it last
+-- refreshed its entry, which outlives it by up to the entry's lease. Its
+-- grant gets only a claim lease, as long as that entry lease, and the
+-- grantee extends it to the full lease when it takes the grant. A grant to
+-- a crashed process then blocks the lock for a claim lease, not a TTL.
+local function grant_lease(pid, me, ttl, claim)
+  if pid == me then return ttl end
+  return claim
+end
+
 -- grant_next hands the free lock to the oldest live waiting process: the
 -- lock's value becomes that process's ticket (a fresh UUID), with a new
 -- fencing token, in this same script. No other client can take the lock in
 -- between, so the hand-off is in queue order and costs the next holder no
 -- round trip. Other processes learn of their grant from the message on the
 -- lock's channel; the caller (me) learns from the reply. Returns the
--- process id, ticket and token, or nil when nobody live is waiting.
+-- process id, ticket, token and lease in ms, or nil when nobody live is
+-- waiting.
 local function grant_next(channel, me)
   while true do
     local pid = redis.call('LPOP', queue_key)
@@ -82,12 +96,13 @@ local function grant_next(channel, me)
     local entry = redis.call('HGET', waiters_key, pid)
     if entry then
       redis.call('HDEL', waiters_key, pid)
-      local expiry, ttl, ticket = string.match(entry, '^(%d+) (%d+) (.+)$')
-      if tonumber(expiry) > now_ms() then
-        redis.call('SET', lock_key, ticket, 'PX', ttl)
+      local expiry, ttl, claim, ticket = string.match(entry, '^(%d+) (%d+) (%d+) (.+)$')
+      if expiry and tonumber(expiry) > now_ms() then
+        local px = grant_lease(pid, me, ttl, claim)
+        redis.call('SET', lock_key, ticket, 'PX', px)
         -- Whose turn it is (release.lua's burst). If that was the last
         -- entry, the hash is gone; the record it recreates expires with
-        -- the lease just granted.
+        -- the lease the grantee will hold.
         redis.call('HSET', waiters_key, 'turn', pid .. ' 1')
         if redis.call('PTTL', waiters_key) < 0 then
           redis.call('PEXPIRE', waiters_key, ttl)
@@ -96,7 +111,7 @@ local function grant_next(channel, me)
         if pid ~= me then
           redis.call('PUBLISH', channel, pid .. ' ' .. ticket .. ' ' .. int(tok))
         end
-        return pid, ticket, tok, tonumber(ttl)
+        return pid, ticket, tok, tonumber(px)
       end
     end
   end
