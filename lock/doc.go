@@ -121,7 +121,8 @@
 // that is shorter, otherwise after RecheckInterval (100 ms), jittered. The
 // re-check takes over an expired lock and finds a grant whose message was
 // lost. It also refreshes the process's place in the queue; a process that
-// stops refreshing (it crashed) drops out after five intervals.
+// stops refreshing (it crashed) drops out after five intervals, and one
+// whose refresh comes later than that queues again, at the back.
 //
 // # Round trips and ambiguous outcomes
 //

@@ -28,6 +28,13 @@ grant_lease = function(pid, me, ttl, claim)
   return ttl
 end
 `
+	// EntryKeepsPlace treats an entry still in the hash as a place in the
+	// queue, expired or not, whether or not the list still holds it.
+	EntryKeepsPlace = `
+live_entry = function(pid)
+  return redis.call('HGET', waiters_key, pid) or nil
+end
+`
 )
 
 // UseScriptRule makes Lockers created from now on run scripts with rule

@@ -28,11 +28,17 @@ if redis.call('EXISTS', void_key) == 1 then
   -- queue for it.
   return {-2, 0, 0}
 end
-if mode == '2' and redis.call('HEXISTS', waiters_key, pid) == 0 then
-  -- Our entry expired, or the ticket was granted and that lease has ended
-  -- since. A grant message for it may still be in flight: never reuse the
-  -- ticket, so that message cannot be taken for a live lease.
-  return {-1, 0, 0}
+if mode == '2' then
+  local entry = live_entry(pid)
+  if not entry or string.sub(entry, -#ticket) ~= ticket then
+    -- Our entry expired (the refresh came late: our place is gone, even if
+    -- the hash still has the entry), the ticket was granted and that lease
+    -- has ended since, or a newer ticket of ours stands there (this request
+    -- is late and must not overwrite it). A grant message for the ticket
+    -- may still be in flight: never reuse it, so that message cannot be
+    -- taken for a live lease.
+    return {-1, 0, 0}
+  end
 end
 if mode ~= '0' then
   enqueue(pid, ticket, ttl, lease)

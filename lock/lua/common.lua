@@ -51,12 +51,28 @@ local function next_token()
   return tok
 end
 
+-- live_entry returns pid's queue entry if it has not expired. An expired
+-- entry can linger in the hash (grant_next drops it only when it reaches
+-- it, and the hash can outlive the list), but its place in the list is not
+-- kept: the list expires with the last live entry's lease. A process whose
+-- entry expired is no longer in line, whatever the hash still says.
+local function live_entry(pid)
+  local entry = redis.call('HGET', waiters_key, pid)
+  if entry and tonumber(string.match(entry, '^%d+')) > now_ms() then
+    return entry
+  end
+  return nil
+end
+
 -- enqueue puts process pid at the back of the queue, or refreshes its entry
 -- where it already stands. The entry expires lease ms from now unless the
 -- process refreshes it, so a crashed process drops out of the queue; a grant
 -- to another process starts with a claim lease as long as the entry's.
 local function enqueue(pid, ticket, ttl, lease)
-  if redis.call('HEXISTS', waiters_key, pid) == 0 then
+  if not live_entry(pid) then
+    -- Not in line: never queued, or its entry expired. An expired entry
+    -- may have left its id in the list; one place per process.
+    redis.call('LREM', queue_key, 0, pid)
     redis.call('RPUSH', queue_key, pid)
   end
   redis.call('HSET', waiters_key, pid, int(now_ms() + lease) .. ' ' .. ttl .. ' ' .. int(lease) .. ' ' .. ticket)
