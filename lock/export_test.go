@@ -44,3 +44,11 @@ func UseScriptRule(rule string) (restore func()) {
 	safeScripts = newScriptSet(rule)
 	return func() { safeScripts = old }
 }
+
+// IgnoreCloseInAcquire makes Acquire return what it won even when Close
+// began meanwhile; restore undoes it. No Locker may be in use when either
+// is called.
+func IgnoreCloseInAcquire() (restore func()) {
+	testAcquireIgnoresClose = true
+	return func() { testAcquireIgnoresClose = false }
+}

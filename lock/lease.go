@@ -46,7 +46,7 @@ type Lock struct {
 // newLock starts the watchdog of a lock just won for g.ticket. g.deadline
 // is a time the lease certainly lasts until: the send time of the request
 // that took it (or an earlier bound) plus the lease. A claim lease is
-// extended at once. Caller holds Locker.mu.
+// extended at once. Caller holds Locker.mu, and the Locker is not closed.
 func (l *Locker) newLock(q *queue, g grant) *Lock {
 	lk := &Lock{
 		l:        l,

@@ -144,7 +144,8 @@ func (l *Locker) settle(q *queue) {
 
 // handOff gives a lock won for g.ticket, q's current ticket, to the oldest
 // local waiter; with none, it keeps the grant pending. Caller holds
-// Locker.mu and calls settle afterwards.
+// Locker.mu, has checked that the Locker is not closed, and calls settle
+// afterwards.
 func (l *Locker) handOff(q *queue, g grant) {
 	if g.claim && time.Until(g.deadline) < l.opts.entryLease()/2 {
 		// Too little of the claim lease is left to count on the extension
@@ -176,7 +177,7 @@ func (l *Locker) handOff(q *queue, g grant) {
 func (l *Locker) deliverGrant(q *queue, ticket string, token int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if q.ticket != ticket || ticket == "" || q.pending != nil {
+	if q.ticket != ticket || ticket == "" || q.pending != nil || l.closed {
 		return // stale: taken through a reply, or given up
 	}
 	l.handOff(q, grant{ticket: ticket, token: token, deadline: q.ticketSince.Add(l.opts.entryLease()), claim: true})
@@ -358,18 +359,27 @@ func (l *Locker) retry(q *queue, failures *int) time.Duration {
 	res, err := l.b.acquire(ctx, q.k, ticket, modeNoQueue)
 	cancel()
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if err != nil {
 		q.lastErr = err
 		*failures++
+		l.mu.Unlock()
 		return l.backoff(*failures)
 	}
 	*failures = 0
 	if res.status != acquired {
+		l.mu.Unlock()
 		return l.recheckIn(res.retryIn)
+	}
+	if l.closed {
+		// Close began while we asked, and no Lock may start after it:
+		// give the lock up. The next step sees the Locker closed.
+		l.mu.Unlock()
+		l.cleanup(context.Background(), q.k, ticket)
+		return -1
 	}
 	l.handOff(q, grant{ticket: ticket, token: res.token, deadline: res.deadline})
 	l.settle(q)
+	l.mu.Unlock()
 	return 0
 }
 
@@ -390,29 +400,38 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 	res, err := l.b.release(ctx, lk.k, lk.owner, requeue)
 
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if q == nil || l.queues[lk.name] != q {
-		return res.released, err
+	giveUp := ""
+	if err == nil && res.granted && l.closed {
+		// Close began while we released, and the lock came back to this
+		// process: nobody here may take it any more. Pass it on.
+		giveUp = res.ticket
 	}
-	if q.holder == lk {
-		q.holder = nil
-	}
-	switch {
-	case err != nil:
-		if requeue != "" && q.ticket == requeue {
-			q.dropTicket() // it may or may not be queued: give it up
+	if q != nil && l.queues[lk.name] == q {
+		if q.holder == lk {
+			q.holder = nil
 		}
-	case res.granted && res.ticket == q.ticket:
-		l.handOff(q, grant{ticket: res.ticket, token: res.token, deadline: res.deadline})
-	case res.granted:
-		// Granted to a ticket of ours that is no longer wanted: pass it on.
-		q.withdraw = append(q.withdraw, res.ticket)
-	case requeue != "" && q.ticket == requeue:
-		q.registered = true
-		q.ticketSince = sent
-		q.checkAt = time.Now().Add(l.jitter(l.opts.RecheckInterval))
+		switch {
+		case giveUp != "":
+		case err != nil:
+			if requeue != "" && q.ticket == requeue {
+				q.dropTicket() // it may or may not be queued: give it up
+			}
+		case res.granted && res.ticket == q.ticket:
+			l.handOff(q, grant{ticket: res.ticket, token: res.token, deadline: res.deadline})
+		case res.granted:
+			// Granted to a ticket of ours that is no longer wanted: pass it on.
+			q.withdraw = append(q.withdraw, res.ticket)
+		case requeue != "" && q.ticket == requeue:
+			q.registered = true
+			q.ticketSince = sent
+			q.checkAt = time.Now().Add(l.jitter(l.opts.RecheckInterval))
+		}
+		l.settle(q)
 	}
-	l.settle(q)
+	l.mu.Unlock()
+	if giveUp != "" {
+		l.cleanup(ctx, lk.k, giveUp)
+	}
 	return res.released, err
 }
 
