@@ -19,8 +19,8 @@ import (
 // leaves the lock free; it never returns a Lock that nobody watches (not
 // renewed, and Lost never closed when its lease runs out). Here the
 // uncontended acquire's request is delayed on the network, and Close runs
-// while it is in flight. The control lets Acquire ignore the Close, as it
-// did: the Lock it returns is never told that its lease ran out.
+// while it is in flight. The control lets Acquire ignore the Close: the
+// Lock it returns is never told that its lease ran out.
 
 func TestAcquireRacingCloseReturnsErrClosed(t *testing.T) {
 	if err := acquireRacingClose(t); err != nil {

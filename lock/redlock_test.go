@@ -38,7 +38,9 @@ func newRedlock(t *testing.T, nodes []*redistest.Server, opts lock.Options) *loc
 func TestRedlockMutualExclusionAndHandOff(t *testing.T) {
 	nodes := startNodes(t, 3)
 	// The re-check is a minute away: waiters are woken by releases only.
-	opts := lock.Options{RecheckInterval: time.Minute, WaitTimeout: 20 * time.Second}
+	// The node timeout is generous: this test is about exclusion and
+	// hand-off, and a loaded machine answers slowly.
+	opts := lock.Options{RecheckInterval: time.Minute, WaitTimeout: 20 * time.Second, NodeTimeout: 500 * time.Millisecond}
 	lockers := []*lock.Locker{newRedlock(t, nodes, opts), newRedlock(t, nodes, opts)}
 	var holders, maxHolders atomic.Int64
 	var mu sync.Mutex
@@ -139,7 +141,10 @@ func TestRedlockTokensAcrossNodeRestarts(t *testing.T) {
 // larger tokens. Without the raise, they would go back to their clocks.
 func TestRedlockRaisesTheQuorumsFence(t *testing.T) {
 	nodes := startNodes(t, 3)
-	l := newRedlock(t, nodes, lock.Options{NodeTimeout: 50 * time.Millisecond})
+	// A node timeout that a loaded machine's first dial and script load
+	// cannot exceed: this test is about tokens. The killed node refuses
+	// connections at once.
+	l := newRedlock(t, nodes, lock.Options{NodeTimeout: 500 * time.Millisecond})
 	ctx := context.Background()
 	ahead := time.Now().Add(1000 * time.Hour).UnixMicro()
 	nodes[0].Client().Set(ctx, lockKey("res")+":fence", ahead, 0)
