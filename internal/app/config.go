@@ -63,6 +63,14 @@ type Config struct {
 	// tests only; never in production. (none and local never fence.)
 	UnsafeNoFence bool
 
+	// UnsafeCounterTokens (UNSAFE_COUNTER_TOKENS, no flag) makes the lock
+	// issue each fencing token as the last one plus one, the server's clock
+	// only when the counter is missing (lock.Options.UnsafeCounterTokens).
+	// After a Redis restart from a stale snapshot the tokens go backwards,
+	// and the fence refuses every purchase until the counter catches up.
+	// For the fault tests' negative control only; never in production.
+	UnsafeCounterTokens bool
+
 	// ChaosPause (CHAOS_PAUSE, -chaos-pause) makes a lock holder sleep this
 	// long inside the critical section, after its checks and before its
 	// writes, with probability ChaosProb (CHAOS_PROB, -chaos-prob, 0..1).
@@ -163,6 +171,7 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	env.integer(&cfg.BatchMax, "BATCH_MAX")
 	env.integer(&cfg.QueueMax, "QUEUE_MAX")
 	env.boolean(&cfg.UnsafeNoFence, "UNSAFE_NO_FENCE")
+	env.boolean(&cfg.UnsafeCounterTokens, "UNSAFE_COUNTER_TOKENS")
 	env.duration(&cfg.ChaosPause, "CHAOS_PAUSE")
 	env.float(&cfg.ChaosProb, "CHAOS_PROB")
 	level := cfg.LogLevel.String()

@@ -106,10 +106,14 @@ func (s *Server) newLocker(ctx context.Context) (seckill.Locker, error) {
 		return newLocalLocker(s.cfg.LockWait, s.metrics), nil
 	}
 	opts := lock.Options{
-		TTL:            s.cfg.LockTTL,
-		WaitTimeout:    s.cfg.LockWait,
-		DisableRenewal: !s.cfg.LockRenew,
-		Observer:       s.metrics,
+		TTL:                 s.cfg.LockTTL,
+		WaitTimeout:         s.cfg.LockWait,
+		DisableRenewal:      !s.cfg.LockRenew,
+		Observer:            s.metrics,
+		UnsafeCounterTokens: s.cfg.UnsafeCounterTokens,
+	}
+	if s.cfg.UnsafeCounterTokens {
+		s.log.Warn("UNSAFE: fencing tokens are the last token plus one; they go backwards after a restart from a stale snapshot")
 	}
 	if len(s.cfg.RedisAddrs) > 0 {
 		return s.newRedlock(ctx, opts)

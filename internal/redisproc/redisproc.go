@@ -4,7 +4,10 @@
 //
 // Every server is started without persistence (--save "" --appendonly no),
 // so a Restart loses every key: that is how the tests show that fencing
-// tokens survive a server that forgets its counters.
+// tokens survive a server that forgets its counters. A snapshot written on
+// request (SAVE) is the exception: Restart keeps the working directory, and
+// the new server loads it, as a server restarted from an older snapshot
+// would.
 package redisproc
 
 import (
@@ -204,7 +207,8 @@ func (s *Server) end(sig syscall.Signal, grace time.Duration) error {
 }
 
 // Restart stops the server and starts a new one on the same port with the
-// same arguments. Without persistence the new server starts empty.
+// same arguments and working directory. Without persistence the new server
+// starts empty, or with the last snapshot written by SAVE.
 func (s *Server) Restart(ctx context.Context) error {
 	if err := s.Stop(); err != nil {
 		return err
