@@ -80,7 +80,7 @@
 //	            since; the next token is the server's clock, still larger
 //	  fence:    accepts the next holder's claim: at most one rejection
 //	            per replica after the restart
-//	  outcome:  nothing oversold, the orders' fences increase strictly,
+//	  outcome:  nothing oversold, the orders' fences never decrease,
 //	            the sale resumes at once
 //	  control:  UNSAFE_COUNTER_TOKENS=true (last token + 1) reissues
 //	            tokens the store has seen: the fence refuses every
