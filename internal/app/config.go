@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -97,7 +98,7 @@ const writeTimeoutMargin = 5 * time.Second
 // its own work: for the product's lock (LockWait), and in the chaos pause
 // of fault injection. Every new wait of a request belongs in this sum.
 func (c Config) RequestWait() time.Duration {
-	return c.LockWait + max(c.ChaosPause, 0)
+	return addDurations(c.LockWait, c.ChaosPause)
 }
 
 // HTTPWriteTimeout is the server's write timeout: WriteTimeout when set,
@@ -107,7 +108,23 @@ func (c Config) HTTPWriteTimeout() time.Duration {
 	if c.WriteTimeout > 0 {
 		return c.WriteTimeout
 	}
-	return c.ReadTimeout + c.RequestWait() + writeTimeoutMargin
+	return addDurations(c.ReadTimeout, c.RequestWait(), writeTimeoutMargin)
+}
+
+// addDurations adds the positive durations of ds, stopping at the largest
+// time.Duration instead of overflowing into a negative one.
+func addDurations(ds ...time.Duration) time.Duration {
+	var sum time.Duration
+	for _, d := range ds {
+		if d <= 0 {
+			continue
+		}
+		if sum > math.MaxInt64-d {
+			return math.MaxInt64
+		}
+		sum += d
+	}
+	return sum
 }
 
 // DefaultConfig returns the defaults of every setting.
@@ -148,7 +165,7 @@ func (c Config) Validate() error {
 	if c.ChaosPause < 0 {
 		errs = append(errs, fmt.Errorf("chaos pause %v: must not be negative", c.ChaosPause))
 	}
-	if c.ChaosProb < 0 || c.ChaosProb > 1 {
+	if !(c.ChaosProb >= 0 && c.ChaosProb <= 1) { // NaN too
 		errs = append(errs, fmt.Errorf("chaos probability %v: must be from 0 to 1", c.ChaosProb))
 	}
 	if c.ShutdownTimeout <= 0 {
@@ -164,6 +181,8 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("write timeout %v: must not be negative (0 derives it)", c.WriteTimeout))
 	} else if c.WriteTimeout > 0 && c.WriteTimeout <= c.RequestWait() {
 		errs = append(errs, fmt.Errorf("write timeout %v: must be longer than a request's longest wait, %v (lock wait + chaos pause); or 0, which derives it", c.WriteTimeout, c.RequestWait()))
+	} else if c.HTTPWriteTimeout() <= c.RequestWait() {
+		errs = append(errs, fmt.Errorf("write timeout: cannot be derived: lock wait %v + chaos pause %v is longer than any timeout", c.LockWait, c.ChaosPause))
 	}
 	if c.IdleTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("idle timeout %v: must be positive", c.IdleTimeout))
