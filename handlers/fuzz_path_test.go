@@ -121,7 +121,12 @@ func FuzzPathAndQuery(f *testing.F) {
 			{"POST", "/purchase", "", `{"user_id":"fuzz-` + strconv.Itoa(buyer) + `"}`, []int{201, 409}},
 			{"PUT", "/stock", "", `{"stock":10000000}`, []int{200}},
 		} {
-			before := products()
+			// Only the routes that write can change anything.
+			writes := rt.method != "GET"
+			var before []*seckill.Product
+			if writes {
+				before = products()
+			}
 			req := httptest.NewRequest(rt.method, "/", strings.NewReader(rt.body))
 			req.URL.Path = "/api/v1/products/" + id + rt.suffix
 			req.URL.RawQuery = rt.query
@@ -135,7 +140,7 @@ func FuzzPathAndQuery(f *testing.F) {
 			if w.Code >= 500 {
 				t.Fatalf("%s: got %d %s", what, w.Code, w.Body)
 			}
-			if w.Code >= 300 && !reflect.DeepEqual(before, products()) {
+			if writes && w.Code >= 300 && !reflect.DeepEqual(before, products()) {
 				t.Fatalf("%s: refused with %d %s, but the data changed:\nbefore %+v\nafter  %+v", what, w.Code, w.Body, before, products())
 			}
 			if !routable {
