@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -85,6 +86,62 @@ type Config struct {
 
 	LogLevel        slog.Level    // LOG_LEVEL, -log-level: debug, info, warn or error
 	ShutdownTimeout time.Duration // SHUTDOWN_TIMEOUT, -shutdown-timeout: wait for in-flight requests
+
+	// ReadTimeout (READ_TIMEOUT, -read-timeout) bounds the reading of a
+	// whole request, headers and body: a client that sends its headers and
+	// then drips its body holds a connection and a goroutine no longer
+	// (408 request_timeout, then the connection is closed).
+	ReadTimeout time.Duration
+	// WriteTimeout (WRITE_TIMEOUT, -write-timeout) bounds a request from
+	// the end of its headers to the end of its response; past it the
+	// connection is cut. It must be longer than the longest wait a request
+	// may make inside the service (RequestWait), or buyers waiting their
+	// turn would lose answers they are owed. 0, the default, derives it:
+	// see HTTPWriteTimeout.
+	WriteTimeout time.Duration
+	// IdleTimeout (IDLE_TIMEOUT, -idle-timeout) closes a keep-alive
+	// connection that has carried no request for that long. It is longer
+	// than a proxy's own idle limit for its upstream connections (nginx:
+	// 60 s), so that the proxy closes first and never sends a request on a
+	// connection the service is closing.
+	IdleTimeout time.Duration
+}
+
+// writeTimeoutMargin is what a derived write timeout allows beyond the
+// body's read and the waits: the database work and the response.
+const writeTimeoutMargin = 5 * time.Second
+
+// RequestWait is the longest a request may wait inside the service before
+// its own work: for the product's lock (LockWait), and in the chaos pause
+// of fault injection. Every new wait of a request belongs in this sum.
+func (c Config) RequestWait() time.Duration {
+	return addDurations(c.LockWait, c.ChaosPause)
+}
+
+// HTTPWriteTimeout is the server's write timeout: WriteTimeout when set,
+// else ReadTimeout (the body may still be arriving when the write
+// deadline starts) + RequestWait + 5 s for the database and the response.
+func (c Config) HTTPWriteTimeout() time.Duration {
+	if c.WriteTimeout > 0 {
+		return c.WriteTimeout
+	}
+	return addDurations(c.ReadTimeout, c.RequestWait(), writeTimeoutMargin)
+}
+
+// addDurations adds the positive durations of ds, stopping at the largest
+// time.Duration instead of overflowing into a negative one.
+func addDurations(ds ...time.Duration) time.Duration {
+	var sum time.Duration
+	for _, d := range ds {
+		if d <= 0 {
+			continue
+		}
+		if sum > math.MaxInt64-d {
+			return math.MaxInt64
+		}
+		sum += d
+	}
+	return sum
 }
 
 // Defaults of the batching settings. See README.md ("Group commit") for
@@ -110,6 +167,8 @@ func DefaultConfig() Config {
 		ChaosProb:       1,
 		LogLevel:        slog.LevelInfo,
 		ShutdownTimeout: 15 * time.Second,
+		ReadTimeout:     10 * time.Second,
+		IdleTimeout:     120 * time.Second,
 	}
 }
 
@@ -139,7 +198,7 @@ func (c Config) Validate() error {
 	if c.ChaosPause < 0 {
 		errs = append(errs, fmt.Errorf("chaos pause %v: must not be negative", c.ChaosPause))
 	}
-	if c.ChaosProb < 0 || c.ChaosProb > 1 {
+	if !(c.ChaosProb >= 0 && c.ChaosProb <= 1) { // NaN too
 		errs = append(errs, fmt.Errorf("chaos probability %v: must be from 0 to 1", c.ChaosProb))
 	}
 	if c.ShutdownTimeout <= 0 {
@@ -147,6 +206,19 @@ func (c Config) Validate() error {
 	}
 	if c.Database == "" {
 		errs = append(errs, errors.New("database: must not be empty"))
+	}
+	if c.ReadTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("read timeout %v: must be positive", c.ReadTimeout))
+	}
+	if c.WriteTimeout < 0 {
+		errs = append(errs, fmt.Errorf("write timeout %v: must not be negative (0 derives it)", c.WriteTimeout))
+	} else if c.WriteTimeout > 0 && c.WriteTimeout <= c.RequestWait() {
+		errs = append(errs, fmt.Errorf("write timeout %v: must be longer than a request's longest wait, %v (lock wait + chaos pause); or 0, which derives it", c.WriteTimeout, c.RequestWait()))
+	} else if c.HTTPWriteTimeout() <= c.RequestWait() {
+		errs = append(errs, fmt.Errorf("write timeout: cannot be derived: lock wait %v + chaos pause %v is longer than any timeout", c.LockWait, c.ChaosPause))
+	}
+	if c.IdleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("idle timeout %v: must be positive", c.IdleTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -177,6 +249,9 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	level := cfg.LogLevel.String()
 	env.str(&level, "LOG_LEVEL")
 	env.duration(&cfg.ShutdownTimeout, "SHUTDOWN_TIMEOUT")
+	env.duration(&cfg.ReadTimeout, "READ_TIMEOUT")
+	env.duration(&cfg.WriteTimeout, "WRITE_TIMEOUT")
+	env.duration(&cfg.IdleTimeout, "IDLE_TIMEOUT")
 	if err := errors.Join(env.errs...); err != nil {
 		return cfg, err
 	}
@@ -199,6 +274,9 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	fs.Float64Var(&cfg.ChaosProb, "chaos-prob", cfg.ChaosProb, "fault injection: `probability` (0..1) of the chaos pause (env CHAOS_PROB)")
 	fs.StringVar(&level, "log-level", level, "log `level`: debug, info, warn or error (env LOG_LEVEL)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long shutdown waits for in-flight requests (env SHUTDOWN_TIMEOUT)")
+	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", cfg.ReadTimeout, "longest read of a whole request, body included (env READ_TIMEOUT)")
+	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "longest time from a request's headers to the end of its response; longer than -lock-wait; 0 derives it: read timeout + lock wait + chaos pause + 5s (env WRITE_TIMEOUT)")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "close keep-alive connections idle this long (env IDLE_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}

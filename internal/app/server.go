@@ -88,8 +88,12 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 		Metrics:    s.metrics,
 	})
 	s.http = &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler: s.handler,
+		// The header's own limit, within the whole request's.
+		ReadHeaderTimeout: min(10*time.Second, cfg.ReadTimeout),
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.HTTPWriteTimeout(),
+		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	return s, nil

@@ -15,6 +15,13 @@
 // is printed when a test fails. A missing redis-server fails the run with
 // a message: a suite that skips itself proves nothing.
 //
+// A test binary killed before its clean-up (go test's -timeout, a CI
+// runner, a second Ctrl-C) takes its processes with it: they are started
+// by internal/procutil with a parent-death signal. TestKilledTestLeavesNoChildren
+// kills a child test process with SIGKILL while it buys from its own
+// replica and redis-server, and finds both gone; its control, with the
+// signal switched off, finds both still running and then kills them.
+//
 // Faults are timed by what can be observed, never by sleeping: a number of
 // orders made (GET /api/v1/products/:id), a replica holding the product's
 // lock (its /metrics: acquisitions minus releases), busy answers counted.

@@ -24,6 +24,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/seckill-ref/seckill/internal/procutil"
 )
 
 // ErrNotInstalled is returned when redis-server is not on PATH.
@@ -37,7 +39,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has been waited for
+	exited <-chan struct{} // closed when cmd has been waited for
 	out    *tailBuffer
 }
 
@@ -102,13 +104,13 @@ func (s *Server) start(ctx context.Context) error {
 	out := &tailBuffer{max: 8 << 10}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Own process group: a Ctrl-C in the terminal reaches us, and we stop the
-	// server ourselves, by PID.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// server ourselves, by PID. If we are killed instead, the server dies
+	// with us (procutil's parent-death signal).
+	p, err := procutil.Start(cmd)
+	if err != nil {
 		return fmt.Errorf("redisproc: start redis-server: %w", err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
+	exited := p.Done()
 
 	s.mu.Lock()
 	s.cmd, s.exited, s.out = cmd, exited, out
