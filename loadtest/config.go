@@ -129,6 +129,30 @@ type Config struct {
 	// Run. ProgressMode chooses in-place, plain lines or none.
 	Progress     io.Writer
 	ProgressMode ProgressMode
+
+	// Mix mixes reads and restocks into the sale for the linearizability
+	// check (see Mix). Restocks need AdminToken.
+	Mix Mix
+
+	// History, when set, is a file that receives the run's history: every
+	// request's call and return times, input and outcome, one JSON object
+	// per line (see Op). The history is kept in memory either way, up to
+	// HistoryLimit operations (0 means DefaultHistoryLimit).
+	History      string
+	HistoryLimit int
+
+	// CheckTimeout bounds the linearizability check of the history (0
+	// means DefaultCheckTimeout); past it the verdict is unknown, which is
+	// not a pass. SkipLinearizability leaves the check out: the verdict is
+	// then the invariants' alone.
+	CheckTimeout        time.Duration
+	SkipLinearizability bool
+
+	// Visualization is the file that receives porcupine's HTML
+	// visualization when the history is not linearizable. "" puts it next
+	// to History (FILE.html), else next to Plot, else in the temporary
+	// directory; the report names it.
+	Visualization string
 }
 
 // withDefaults returns cfg with zero fields replaced by defaults and targets
@@ -205,6 +229,21 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, invalid("workers %d, max workers %d: want 1 <= workers <= max workers", cfg.Workers, cfg.MaxWorkers)
 	case cfg.ProgressMode < ProgressAuto || cfg.ProgressMode > ProgressOff:
 		return cfg, invalid("progress mode %d unknown", cfg.ProgressMode)
+	case cfg.HistoryLimit < 0:
+		return cfg, invalid("history limit %d: want 0 (the default, %d) or more", cfg.HistoryLimit, DefaultHistoryLimit)
+	case cfg.CheckTimeout < 0:
+		return cfg, invalid("check timeout %v: want a positive duration", cfg.CheckTimeout)
+	case cfg.Mix.Restocks > 0 && cfg.AdminToken == "":
+		return cfg, invalid("restocks need the admin token (-admin-token or ADMIN_TOKEN)")
+	}
+	if err := cfg.Mix.validate(); err != nil {
+		return cfg, invalid("mix: %v", err)
+	}
+	if cfg.HistoryLimit == 0 {
+		cfg.HistoryLimit = DefaultHistoryLimit
+	}
+	if cfg.CheckTimeout == 0 {
+		cfg.CheckTimeout = DefaultCheckTimeout
 	}
 
 	if cfg.MaxRequests == 0 {
