@@ -93,33 +93,54 @@ func CheckHistory(ops []Op, opts CheckOptions) Linearizability {
 		return res
 	}
 	start := time.Now()
+	counts := func() string {
+		return fmt.Sprintf("%d operations of %d product(s) checked, %d no-ops left out, %d ambiguous left open; in %v",
+			h.definite, len(h.products), h.noOps, h.ambiguous, round(res.Elapsed))
+	}
+	for _, p := range h.products {
+		if a := p.quickAnomaly(); a != "" {
+			res.Elapsed = time.Since(start)
+			res.Verdict, res.Detail, res.Product, res.Anomaly = LinNo, counts(), p.id, a
+			res.visualize(p, opts)
+			return res
+		}
+	}
 	verdict := porcupine.CheckOperationsTimeout(linModel, h.all(), opts.Timeout)
 	res.Elapsed = time.Since(start)
-	counts := fmt.Sprintf("%d operations of %d product(s) checked, %d no-ops left out, %d ambiguous left open; in %v",
-		h.definite, len(h.products), h.noOps, h.ambiguous, round(res.Elapsed))
 	switch verdict {
 	case porcupine.Ok:
-		res.Verdict, res.Detail = LinYes, counts
+		res.Verdict, res.Detail = LinYes, counts()
 		return res
 	case porcupine.Unknown:
 		res.Verdict = LinUnknown
-		res.Detail = fmt.Sprintf("the check ran out of its %v: %s", opts.Timeout, counts)
+		res.Detail = fmt.Sprintf("the check ran out of its %v: %s", opts.Timeout, counts())
 		return res
 	}
 
-	res.Verdict, res.Detail = LinNo, counts
+	res.Verdict, res.Detail = LinNo, counts()
 	deadline := time.Now().Add(opts.Timeout)
 	p := h.failing(deadline)
 	res.Product = p.id
 	res.Anomaly = p.smallestAnomaly(deadline)
-	if opts.Visualization != "" {
-		if err := p.visualize(opts.Visualization, opts.Timeout); err != nil {
-			res.Anomaly += fmt.Sprintf(" (the visualization could not be written: %v)", err)
-		} else {
-			res.Visualization = opts.Visualization
-		}
-	}
+	res.visualize(p, opts)
 	return res
+}
+
+// visualizeTimeout bounds the search that porcupine's visualization
+// replays; past it, the visualization shows the longest linearizable
+// prefixes found so far.
+const visualizeTimeout = 2 * time.Second
+
+// visualize writes porcupine's visualization of p, if a file was asked for.
+func (l *Linearizability) visualize(p *linProduct, opts CheckOptions) {
+	if opts.Visualization == "" {
+		return
+	}
+	if err := p.visualize(opts.Visualization, min(opts.Timeout, visualizeTimeout)); err != nil {
+		l.Anomaly += fmt.Sprintf(" (the visualization could not be written: %v)", err)
+		return
+	}
+	l.Visualization = opts.Visualization
 }
 
 // linHistory is a history made ready for porcupine, by product.
@@ -230,8 +251,7 @@ func (p *linProduct) operations(modes []relax) []porcupine.Operation {
 		if modes != nil {
 			mode = modes[i]
 		}
-		changes := op.Kind == OpRestock || (op.Kind == OpPurchase && (op.Result == ResultAmbiguous || op.Status == http.StatusCreated))
-		if mode == dropped || (mode == relaxed && !changes) {
+		if mode == dropped || (mode == relaxed && !p.changes(i)) {
 			continue
 		}
 		in, o := linInput{kind: op.Kind, product: op.Product, user: op.User, bit: -1}, linOutput{}
@@ -287,22 +307,28 @@ func (p *linProduct) check(model porcupine.Model, ops []porcupine.Operation, dea
 //     relaxed and the later ones left out. If a cut fails, the whole
 //     history fails, and every later cut too, so a binary search over the
 //     cuts finds the first failing one.
-//  2. Within it, every other definite operation is relaxed, in halves,
-//     then quarters, and so on, as long as the history still fails: a
-//     read or a 409 is left out (it changed nothing), a 201 or a restock
-//     may or may not have taken effect (linRelaxedModel). Relaxing only
-//     allows more orders, so what still fails is a violation of the
-//     operations left definite.
+//  2. Within it, the other definite operations are relaxed, in halves,
+//     then quarters, and so on, as long as the history still fails:
+//     first the 201s and restocks, which may or may not have taken effect
+//     (linRelaxedModel), then the reads and 409s, which are left out
+//     (they changed nothing). Relaxing only allows more orders, so what
+//     still fails is a violation of the operations left definite.
 //
-// Both steps stop at the deadline with the smallest violation shown so
-// far.
+// Each search is given at most tryTimeout, and one that runs out counts as
+// not failing: the violation found may then be larger than the smallest,
+// never wrong. Both steps stop at the deadline with the smallest
+// violation shown so far.
 func (p *linProduct) smallestAnomaly(deadline time.Time) string {
 	defs := p.definiteByReturn()
 	if len(defs) == 0 {
 		return "no operation has a definite answer, yet none of the orders fits"
 	}
 	fails := func(modes []relax) bool {
-		return p.check(linRelaxedModel, p.operations(modes), deadline) == porcupine.Illegal
+		d := time.Now().Add(tryTimeout)
+		if deadline.Before(d) {
+			d = deadline
+		}
+		return p.check(linRelaxedModel, p.operations(modes), d) == porcupine.Illegal
 	}
 	// Step 1. hi is a failing cut: the last definite return leaves out
 	// only ambiguous operations that start after it, which end after
@@ -318,32 +344,47 @@ func (p *linProduct) smallestAnomaly(deadline time.Time) string {
 	}
 	modes := p.cut(p.ops[defs[hi]].Return)
 
-	// Step 2.
-	var cands []int
-	for _, i := range defs[:hi] {
-		if modes[i] == keep && i != p.first {
-			cands = append(cands, i)
-		}
-	}
-	for chunk := max(1, len(cands)/2); ; chunk /= 2 {
-		cands = slices.DeleteFunc(cands, func(i int) bool { return modes[i] != keep })
-		if len(cands) == 0 {
-			break
-		}
-		for s := 0; s < len(cands) && time.Now().Before(deadline); s += chunk {
-			try := slices.Clone(modes)
-			for _, i := range cands[s:min(s+chunk, len(cands))] {
-				try[i] = relaxed
-			}
-			if fails(try) {
-				modes = try
+	// Step 2: what changed the state first, while the reads still pin it
+	// down (which keeps the searches short), then what only observed it.
+	for _, changes := range []bool{true, false} {
+		var cands []int
+		for _, i := range defs[:hi] {
+			if modes[i] == keep && i != p.first && p.changes(i) == changes {
+				cands = append(cands, i)
 			}
 		}
-		if chunk == 1 || !time.Now().Before(deadline) {
-			break
+		for chunk := max(1, len(cands)/2); ; chunk /= 2 {
+			cands = slices.DeleteFunc(cands, func(i int) bool { return modes[i] != keep })
+			if len(cands) == 0 {
+				break
+			}
+			for s := 0; s < len(cands) && time.Now().Before(deadline); s += chunk {
+				try := slices.Clone(modes)
+				for _, i := range cands[s:min(s+chunk, len(cands))] {
+					try[i] = relaxed
+				}
+				if fails(try) {
+					modes = try
+				}
+			}
+			if chunk == 1 || !time.Now().Before(deadline) {
+				break
+			}
 		}
 	}
 	return p.sentence(modes)
+}
+
+// tryTimeout bounds each search of smallestAnomaly: relaxed purchases may
+// each have taken effect or not, and showing that none of those
+// combinations fits is a search over them all.
+const tryTimeout = 250 * time.Millisecond
+
+// changes reports whether operation i changed the state: a 201, a
+// restock, or an ambiguous one.
+func (p *linProduct) changes(i int) bool {
+	op := p.ops[i]
+	return op.Kind == OpRestock || (op.Kind == OpPurchase && (op.Result == ResultAmbiguous || op.Status == http.StatusCreated))
 }
 
 // definiteByReturn returns the indices of p's definite operations by

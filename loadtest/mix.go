@@ -261,11 +261,11 @@ func (s *beside) end() {
 	s.wg.Wait()
 }
 
-// mixText is the mix for the run's header line: "; mixed in: reads=10%",
-// or "" for none.
-func mixText(m Mix) string {
-	if m == (Mix{}) {
+// mixText is the mix for the run's header line: "; mixed in:
+// reads=10%, at most 8 requests in flight", or "" for none.
+func mixText(cfg Config) string {
+	if cfg.Mix == (Mix{}) {
 		return ""
 	}
-	return "; mixed in: " + m.String()
+	return fmt.Sprintf("; mixed in: %s, at most %d requests in flight", cfg.Mix, cfg.MaxWorkers)
 }

@@ -69,7 +69,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	side := newBeside(cfg, apis, hist, before)
 
 	fmt.Fprintf(w, "loadtest: product %d (stock %d, sold %d) on %d target(s); %s; at most %d requests; repeat share %.0f%%%s\n",
-		before.ID, before.Stock, before.Sold, len(cfg.Targets), cfg.Shape(), cfg.MaxRequests, cfg.RepeatShare*100, mixText(cfg.Mix))
+		before.ID, before.Stock, before.Sold, len(cfg.Targets), cfg.Shape(), cfg.MaxRequests, cfg.RepeatShare*100, mixText(cfg))
 	progressW := cfg.Progress
 	if progressW == nil {
 		progressW = w

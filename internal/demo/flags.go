@@ -98,6 +98,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.BoolVar(&o.sale.ExpectOversell, "expect-oversell", false, "pass only if an oversell is detected (for the broken lock modes)")
 	fs.StringVar(&o.sale.Out, "out", "", "write Vegeta's results to this `file` (gob, for vegeta report and vegeta plot)")
 	fs.StringVar(&o.sale.Plot, "plot", "", "write Vegeta's HTML latency plot to this `file`")
+	fs.IntVar(&o.sale.MaxWorkers, "max-workers", 0, "most requests in flight (attack workers and connections per replica); 0: one per buyer of a burst")
+	mix := fs.String("mix", "", "mix reads and restocks into the sale for the linearizability check, e.g. reads=10%,restocks=1/s")
+	fs.StringVar(&o.sale.History, "history", "", "write the sale's history, one operation per line, to this `file` (JSON lines)")
+	fs.DurationVar(&o.sale.CheckTimeout, "check-timeout", loadtest.DefaultCheckTimeout, "longest linearizability check; past it the verdict is unknown")
 
 	lock := string(o.svc.Lock)
 	fs.StringVar(&lock, "lock", lock, "lock `mode`: redis, none (no lock: oversells) or local (in-process mutex: oversells with 2 replicas)")
@@ -121,6 +125,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	o.svc.Lock = app.LockMode(strings.ToLower(lock))
 	if err := loadtest.ShapeFromFlags(fs, &o.sale); err != nil {
 		return o, err
+	}
+	var err error
+	if o.sale.Mix, err = loadtest.ParseMix(*mix); err != nil {
+		return o, fmt.Errorf("-mix: %w", err)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
