@@ -17,6 +17,7 @@ func runMain(t *testing.T, env map[string]string, args ...string) (code int, std
 }
 
 func TestMainExitCodes(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
 	token := map[string]string{"ADMIN_TOKEN": "secret"}
 	cases := []struct {
 		name       string

@@ -159,8 +159,9 @@ type Config struct {
 	// Visualization is the file that receives porcupine's HTML
 	// visualization when the history is not linearizable. "" puts it next
 	// to History (FILE.html), else next to Plot, else in the temporary
-	// directory; the report names it.
-	Visualization string
+	// directory; the report names it. NoVisualization leaves it out.
+	Visualization   string
+	NoVisualization bool
 }
 
 // withDefaults returns cfg with zero fields replaced by defaults and targets

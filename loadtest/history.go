@@ -83,7 +83,23 @@ type Op struct {
 	Sold  *int64 `json:"sold,omitempty"`
 
 	Result OpResult `json:"result"`
+	// Settled is what the orders listed after the sale say of an
+	// ambiguous purchase (see settle): SettledOrder, SettledNoOrder, or
+	// "" when they cannot tell. SettledBy is when the orders had been
+	// listed: a purchase SettledOrder took effect before then.
+	Settled   string        `json:"settled,omitempty"`
+	SettledBy time.Duration `json:"settled_by_ns,omitempty"`
 }
+
+// What the orders after the sale say of an ambiguous purchase.
+const (
+	// SettledOrder: it took effect, at some time after its call: its
+	// buyer holds an order that no other request of theirs made.
+	SettledOrder = "order"
+	// SettledNoOrder: it had no effect the history can see: its buyer
+	// holds no order, or one that another request of theirs made (201).
+	SettledNoOrder = "no order"
+)
 
 // DefaultHistoryLimit bounds the operations a run keeps in memory (some
 // 200 bytes each, so about 20 MB). Past it, later operations are counted
@@ -337,11 +353,60 @@ func createEmpty(path string) error {
 	return f.Close()
 }
 
-// checkRun writes the history to cfg.History (if set) and checks it for
+// settle tells, where it can, whether each ambiguous purchase took
+// effect, from the orders listed after the sale (the API never deletes an
+// order, and a purchase writes its order with its stock change):
+//
+//   - Its buyer holds no order: it did not take effect before the orders
+//     were listed, and if it did later, no operation of the history saw
+//     it. It counts as a no-op.
+//   - Its buyer holds an order that another request of theirs made (a
+//     201): one order per user, so this one made none.
+//   - Its buyer holds an order and no other request of theirs got a 201
+//     or is ambiguous too: this one made it, after its call and before
+//     the orders were listed (listed, on the history's clock).
+//
+// Left open, each such purchase may or may not take effect anywhere after
+// its call, and with hundreds of them (a server that timed out under
+// load) no search decides; settled, each is a definite sale or nothing.
+func settle(ops []Op, orders []Order, listed time.Duration) {
+	holds := map[string]bool{}
+	for _, o := range orders {
+		holds[o.UserID] = true
+	}
+	created, ambiguous := map[string]int{}, map[string]int{}
+	for _, op := range ops {
+		if op.Kind != OpPurchase {
+			continue
+		}
+		switch {
+		case op.Result == ResultOK && op.Status == http.StatusCreated:
+			created[op.User]++
+		case op.Result == ResultAmbiguous:
+			ambiguous[op.User]++
+		}
+	}
+	for i := range ops {
+		op := &ops[i]
+		if op.Kind != OpPurchase || op.Result != ResultAmbiguous {
+			continue
+		}
+		switch {
+		case !holds[op.User], created[op.User] > 0:
+			op.Settled = SettledNoOrder
+		case ambiguous[op.User] == 1:
+			op.Settled, op.SettledBy = SettledOrder, max(listed, op.Call)
+		}
+	}
+}
+
+// checkRun settles the ambiguous purchases with the orders listed after
+// the sale, writes the history to cfg.History (if set) and checks it for
 // linearizability (unless cfg.SkipLinearizability). It returns the check,
 // the file written and the error of writing it.
-func checkRun(cfg Config, h *history, prefix string) (Linearizability, string, error) {
+func checkRun(cfg Config, h *history, prefix string, orders []Order, listed time.Time) (Linearizability, string, error) {
 	ops, lost := h.snapshot()
+	settle(ops, orders, h.since(listed))
 	var err error
 	if cfg.History != "" {
 		err = writeHistory(cfg.History, ops)
@@ -349,11 +414,11 @@ func checkRun(cfg Config, h *history, prefix string) (Linearizability, string, e
 	if cfg.SkipLinearizability {
 		return Linearizability{}, cfg.History, err
 	}
-	lin := CheckHistory(ops, CheckOptions{
-		Timeout:       cfg.CheckTimeout,
-		Visualization: cfg.visualizationPath(prefix),
-		Incomplete:    lost,
-	})
+	opts := CheckOptions{Timeout: cfg.CheckTimeout, Incomplete: lost}
+	if !cfg.NoVisualization {
+		opts.Visualization = cfg.visualizationPath(prefix)
+	}
+	lin := CheckHistory(ops, opts)
 	return lin, cfg.History, err
 }
 

@@ -40,9 +40,11 @@ type Linearizability struct {
 	// Detail says why the verdict is unknown, or what was checked.
 	Detail string
 	// Operations counts the operations held to the model, NoOps those left
-	// out because they certainly changed nothing, Ambiguous those left open
-	// to the end of the history.
-	Operations, NoOps, Ambiguous int
+	// out because they certainly changed nothing (or nothing that any
+	// operation saw), Ambiguous those left open to the end of the history,
+	// and Settled the ambiguous purchases that the orders after the sale
+	// show took effect.
+	Operations, NoOps, Ambiguous, Settled int
 	// Elapsed is how long the check took (the verdict; not the search for
 	// the smallest anomaly nor the visualization).
 	Elapsed time.Duration
@@ -86,7 +88,7 @@ func CheckHistory(ops []Op, opts CheckOptions) Linearizability {
 		opts.Timeout = DefaultCheckTimeout
 	}
 	h := newLinHistory(ops)
-	res := Linearizability{Operations: h.definite, NoOps: h.noOps, Ambiguous: h.ambiguous}
+	res := Linearizability{Operations: h.definite + h.settled, NoOps: h.noOps, Ambiguous: h.ambiguous, Settled: h.settled}
 	if opts.Incomplete > 0 {
 		res.Verdict = LinUnknown
 		res.Detail = fmt.Sprintf("the history kept %d operations and lost %d past its bound: a history with operations missing cannot be judged", len(ops), opts.Incomplete)
@@ -94,8 +96,12 @@ func CheckHistory(ops []Op, opts CheckOptions) Linearizability {
 	}
 	start := time.Now()
 	counts := func() string {
-		return fmt.Sprintf("%d operations of %d product(s) checked, %d no-ops left out, %d ambiguous left open; in %v",
-			h.definite, len(h.products), h.noOps, h.ambiguous, round(res.Elapsed))
+		settled := ""
+		if h.settled > 0 {
+			settled = fmt.Sprintf(" (%d with no answer but an order after the sale)", h.settled)
+		}
+		return fmt.Sprintf("%d operations of %d product(s) checked%s, %d no-ops left out, %d ambiguous left open; in %v",
+			h.definite+h.settled, len(h.products), settled, h.noOps, h.ambiguous, round(res.Elapsed))
 	}
 	for _, p := range h.products {
 		if a := p.quickAnomaly(); a != "" {
@@ -145,8 +151,8 @@ func (l *Linearizability) visualize(p *linProduct, opts CheckOptions) {
 
 // linHistory is a history made ready for porcupine, by product.
 type linHistory struct {
-	products                   []*linProduct
-	definite, noOps, ambiguous int
+	products                            []*linProduct
+	definite, settled, noOps, ambiguous int
 }
 
 // linProduct is one product's operations, in porcupine's form, and the
@@ -168,11 +174,13 @@ func newLinHistory(ops []Op) *linHistory {
 	}
 	end++
 	for _, op := range ops {
-		switch op.Result {
-		case ResultNoOp:
+		switch {
+		case op.Result == ResultNoOp, op.Result == ResultAmbiguous && op.Settled == SettledNoOrder:
 			h.noOps++
 			continue
-		case ResultAmbiguous:
+		case op.Result == ResultAmbiguous && op.Settled == SettledOrder:
+			h.settled++
+		case op.Result == ResultAmbiguous:
 			h.ambiguous++
 		default:
 			h.definite++
@@ -263,10 +271,18 @@ func (p *linProduct) operations(modes []relax) []porcupine.Operation {
 		}
 		ret := op.Return
 		switch {
+		case op.Result == ResultAmbiguous && op.Settled == SettledOrder:
+			ret = op.SettledBy // its order was listed by then
 		case op.Result == ResultAmbiguous:
-			o.ambiguous, ret = true, p.end
+			ret = p.end // it may have taken effect after its client gave up
+		}
+		switch {
 		case mode == relaxed:
 			in.relaxed = true
+		case op.Result == ResultAmbiguous && op.Settled == SettledOrder:
+			o.outcome = outCreated // a sale, some time after its call
+		case op.Result == ResultAmbiguous:
+			o.ambiguous = true
 		case op.Kind == OpPurchase:
 			o.outcome = outCreated
 			if op.Status != http.StatusCreated {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -305,5 +306,50 @@ func TestHistoryFileRoundTrip(t *testing.T) {
 	}
 	if got := CheckHistory(back, CheckOptions{}); got.Verdict != LinYes {
 		t.Errorf("got %s, want yes", got.Line())
+	}
+}
+
+// The orders listed after the sale settle the purchases whose answers were
+// lost: a buyer with an order that no other request of theirs made bought
+// with this one; a buyer without one did not.
+func TestSettleAmbiguousPurchases(t *testing.T) {
+	ops := []Op{
+		hCreate(1, 10),
+		lost(hBuy("u1", 2, 3, 0, "")), // holds an order: it took effect
+		lost(hBuy("u2", 2, 3, 0, "")), // holds none
+		hBuy("u3", 2, 3, c201, ""),
+		lost(hBuy("u3", 4, 5, 0, "")),                                // u3's order is the 201's
+		lost(hBuy("u4", 2, 3, 0, "")), lost(hBuy("u4", 4, 5, 0, "")), // one of two: cannot tell which
+	}
+	orders := []Order{{UserID: "u1"}, {UserID: "u3"}, {UserID: "u4"}}
+	settle(ops, orders, ms(7))
+	want := []string{"", SettledOrder, SettledNoOrder, "", SettledNoOrder, "", ""}
+	for i, op := range ops {
+		if op.Settled != want[i] {
+			t.Errorf("op %d (%s by %s): settled %q, want %q", i, op.Kind, op.User, op.Settled, want[i])
+		}
+	}
+
+	// u1's sale may land after a read that did not see it, but it must
+	// land: a final read without it is not linearizable.
+	base := []Op{hCreate(1, 10), lost(hBuy("u1", 2, 3, 0, "")), hRead(5, 6, 10, 0)}
+	for _, tc := range []struct {
+		final Op
+		want  LinVerdict
+	}{
+		{hRead(8, 9, 9, 1), LinYes},
+		{hRead(8, 9, 10, 0), LinNo},
+	} {
+		h := append(slices.Clone(base), tc.final)
+		settle(h, []Order{{UserID: "u1"}}, ms(7)) // listed before the final read
+		if got := CheckHistory(h, CheckOptions{}); got.Verdict != tc.want {
+			t.Errorf("final read stock %d sold %d: got %s, want %s", *tc.final.Stock, *tc.final.Sold, got.Line(), tc.want)
+		}
+	}
+	// Without an order, the lost purchase changed nothing anyone saw.
+	h := append(slices.Clone(base), hRead(8, 9, 9, 1))
+	settle(h, nil, ms(7))
+	if got := CheckHistory(h, CheckOptions{}); got.Verdict != LinNo || got.NoOps != 1 {
+		t.Errorf("a sale seen without an order: got %s with %d no-ops, want NO and 1", got.Line(), got.NoOps)
 	}
 }

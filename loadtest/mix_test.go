@@ -143,6 +143,7 @@ func TestRunMixedSaleOnRacyShopIsNotLinearizable(t *testing.T) {
 // count: the invariants all pass. The check sees the answer is not the
 // state the restock set.
 func TestRunLateRestockAnswerIsNotLinearizable(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
 	shop := newFakeShop(false)
 	shop.lateRestockAnswer = true
 	a, _ := shop.serve(t)

@@ -83,12 +83,13 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 		vctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cfg.Timeout)
 		defer cancel()
 	}
-	snapshotCall := time.Now()
-	after, orders, err := apis[0].snapshot(vctx, before.ID)
+	after, orders, listed, err := apis[0].snapshot(vctx, before.ID)
 	if err != nil {
 		return Report{}, fmt.Errorf("loadtest: verify after the attack: %w", err)
 	}
-	hist.productOp(OpRead, apis[0].base, snapshotCall, time.Now(), nil, after, nil)
+	// The read after the sale: its last product read, which began once
+	// the orders were listed.
+	hist.productOp(OpRead, apis[0].base, listed, time.Now(), nil, after, nil)
 
 	requests, fresh := b.counts()
 	invariants := Check(Observed{
@@ -107,7 +108,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	})
 	rep := newReport(cfg, before, after, orders, prefix, t, invariants, stopped)
 	rep.Reads, rep.Restocks = side.reads, side.restocks.sent
-	rep.Linearizability, rep.History, err = checkRun(cfg, hist, prefix)
+	rep.Linearizability, rep.History, err = checkRun(cfg, hist, prefix, orders, listed)
 	recErr = errors.Join(recErr, err)
 	if int(requests) != rep.Requests {
 		// Every hit yields one result; a gap would mean lost accounting.
