@@ -127,7 +127,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.IntVar(&cfg.Rate, "rate", DefaultRate, "steady load instead of a burst: purchase requests per second (at the start, with -ramp-to)")
 	fs.IntVar(&cfg.RampTo, "ramp-to", 0, "steady load: ramp linearly from -rate to this rate over -duration; 0 keeps the rate constant")
 	fs.DurationVar(&cfg.Duration, "duration", DefaultDuration, "steady load: how long to send requests")
-	fs.IntVar(&cfg.MaxRequests, "max-requests", 0, "most purchase requests to send; 0 means what the pacing sends in -duration")
+	fs.IntVar(&cfg.MaxRequests, "max-requests", 0, "most requests to send (purchases, and the reads of -mix); 0 means what the pacing sends in -duration")
 	fs.Float64Var(&cfg.RepeatShare, "repeat-share", DefaultRepeatShare, "share of requests, 0..1, that reuse an earlier buyer and must be refused")
 	fs.DurationVar(&cfg.Timeout, "timeout", DefaultTimeout, "timeout of each request")
 	fs.IntVar(&cfg.Workers, "workers", 0, "initial number of attack workers (default 10; a burst: one per buyer)")

@@ -99,8 +99,9 @@ type Config struct {
 	// Duration is how long requests are sent (0 means DefaultDuration).
 	Duration time.Duration
 
-	// MaxRequests bounds the number of purchase requests. 0 means the number
-	// the pacing would send in Duration, so the bound is always finite.
+	// MaxRequests bounds the number of the attack's requests: the
+	// purchases, and the reads of a Mix. 0 means the number the pacing
+	// would send in Duration (or Buyers), so the bound is always finite.
 	MaxRequests int
 
 	// RepeatShare, in [0, 1], is the share of requests that reuse the user id

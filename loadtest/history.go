@@ -142,21 +142,13 @@ func (h *history) snapshot() ([]Op, int) {
 	return append([]Op(nil), h.ops...), h.dropped
 }
 
-// productOp records a create or a read that answered p, or failed with err.
-func (h *history) productOp(kind OpKind, target string, call, ret time.Time, set *int64, p Product, err error) {
-	op := Op{Kind: kind, Product: p.ID, Target: target, Set: set, Call: h.since(call), Return: h.since(ret)}
-	if err != nil {
-		// The set-up and the final read fail the run when they fail; this
-		// only keeps the history whole.
-		op.Result, op.Error = ResultNoOp, err.Error()
-		h.add(op)
-		return
-	}
-	op.Status, op.Result = http.StatusOK, ResultOK
+// productOp records a create or a read that answered p.
+func (h *history) productOp(kind OpKind, target string, call, ret time.Time, set *int64, p Product) {
+	op := Op{Kind: kind, Product: p.ID, Target: target, Set: set, Call: h.since(call), Return: h.since(ret),
+		Status: http.StatusOK, Stock: ptr(p.Stock), Sold: ptr(p.Sold), Result: ResultOK}
 	if kind == OpCreate {
 		op.Status = http.StatusCreated
 	}
-	op.Stock, op.Sold = ptr(p.Stock), ptr(p.Sold)
 	h.add(op)
 }
 
@@ -334,10 +326,10 @@ func ptr[T any](v T) *T { return &v }
 // the state the sale starts from. Its interval covers the whole set-up.
 func (h *history) initial(cfg Config, target string, call time.Time, p Product) {
 	if cfg.ProductID == 0 {
-		h.productOp(OpCreate, target, call, time.Now(), ptr(cfg.Stock), p, nil)
+		h.productOp(OpCreate, target, call, time.Now(), ptr(cfg.Stock), p)
 		return
 	}
-	h.productOp(OpRead, target, call, time.Now(), nil, p, nil)
+	h.productOp(OpRead, target, call, time.Now(), nil, p)
 }
 
 // createEmpty creates the file at path (if path is set), so that a bad

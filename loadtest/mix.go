@@ -165,11 +165,11 @@ func mixTargeter(b *buyers, targets []string, productID int64, share float64) ve
 // restocks is the outcome of the restocks of a run.
 type restocks struct {
 	sent int
-	// last is the answer of the last restock that succeeded; settled is
+	// last is the answer of the last restock that succeeded; known is
 	// false when a restock after it has an unknown outcome (or, with no
 	// success, when any has), so the stock it left is not known.
-	last    *Product
-	settled bool
+	last  *Product
+	known bool
 }
 
 // runRestocks restocks the product every 1/rate, one at a time and
@@ -177,7 +177,7 @@ type restocks struct {
 // into h, until stop is closed or ctx ends (which also aborts a restock in
 // flight).
 func runRestocks(ctx context.Context, apis []api, h *history, productID int64, rate float64, most int64, seed uint64, stop <-chan struct{}) restocks {
-	rs := restocks{settled: true}
+	rs := restocks{known: true}
 	rng := rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d))
 	t := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	defer t.Stop()
@@ -196,9 +196,9 @@ func runRestocks(ctx context.Context, apis []api, h *history, productID int64, r
 		rs.sent++
 		switch h.restock(productID, a.base, call, time.Now(), stock, p, err) {
 		case ResultOK:
-			rs.last, rs.settled = &p, true
+			rs.last, rs.known = &p, true
 		case ResultAmbiguous:
-			rs.settled = false
+			rs.known = false
 		}
 	}
 }
@@ -231,7 +231,7 @@ type beside struct {
 
 func newBeside(cfg Config, apis []api, hist *history, before Product) *beside {
 	return &beside{cfg: cfg, apis: apis, hist: hist, productID: before.ID,
-		most: before.Stock + before.Sold, stop: make(chan struct{}), restocks: restocks{settled: true}}
+		most: before.Stock + before.Sold, stop: make(chan struct{}), restocks: restocks{known: true}}
 }
 
 // start starts the restocks, if any; they end with end, or with ctx.

@@ -89,7 +89,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	}
 	// The read after the sale: its last product read, which began once
 	// the orders were listed.
-	hist.productOp(OpRead, apis[0].base, listed, time.Now(), nil, after, nil)
+	hist.productOp(OpRead, apis[0].base, listed, time.Now(), nil, after)
 
 	requests, fresh := b.counts()
 	invariants := Check(Observed{
@@ -104,7 +104,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 		EndedNormally: stopped == "",
 		Restocked:     side.restocks.last,
 		Restocks:      side.restocks.sent,
-		StockUnknown:  !side.restocks.settled,
+		StockUnknown:  !side.restocks.known,
 	})
 	rep := newReport(cfg, before, after, orders, prefix, t, invariants, stopped)
 	rep.Reads, rep.Restocks = side.reads, side.restocks.sent
