@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/anishathalye/porcupine"
 )
 
 // Hand-written histories: times in milliseconds from the start, product 1
@@ -198,6 +200,11 @@ func TestCheckHistoryVerdicts(t *testing.T) {
 			got := CheckHistory(tc.ops, CheckOptions{Timeout: 10 * time.Second})
 			if got.Verdict != tc.want {
 				t.Fatalf("got %s, want %s", got.Line(), tc.want)
+			}
+			// The quick checks only save time: porcupine's search over the
+			// model alone gives the same verdict.
+			if ok := porcupine.CheckOperations(linModel, newLinHistory(tc.ops).all()); ok != (tc.want == LinYes) {
+				t.Errorf("the model alone: got linearizable %v, want %v", ok, tc.want == LinYes)
 			}
 			for _, s := range tc.anomaly {
 				if !strings.Contains(got.Anomaly, s) {
