@@ -25,8 +25,8 @@ const (
 )
 
 // DefaultCheckTimeout is how long the linearizability check may search
-// before it answers unknown. Finding the smallest anomaly of a violation,
-// and writing its visualization, get as long again each.
+// before it answers unknown. Finding the smallest anomaly of a violation
+// gets as long again, and its visualization at most visualizeTimeout.
 const DefaultCheckTimeout = 10 * time.Second
 
 // Linearizability is what the check of a run's history found.
@@ -69,8 +69,7 @@ func (l Linearizability) Line() string {
 // CheckOptions configure CheckHistory.
 type CheckOptions struct {
 	// Timeout bounds the search for a verdict (0 means
-	// DefaultCheckTimeout), and again the search for the smallest anomaly,
-	// and again the visualization.
+	// DefaultCheckTimeout), and again the search for the smallest anomaly.
 	Timeout time.Duration
 	// Visualization, when set, is the file that receives porcupine's HTML
 	// visualization on a violation.
@@ -394,7 +393,7 @@ func (p *linProduct) smallestAnomaly(deadline time.Time) string {
 // tryTimeout bounds each search of smallestAnomaly: relaxed purchases may
 // each have taken effect or not, and showing that none of those
 // combinations fits is a search over them all.
-const tryTimeout = 250 * time.Millisecond
+const tryTimeout = 500 * time.Millisecond
 
 // changes reports whether operation i changed the state: a 201, a
 // restock, or an ambiguous one.

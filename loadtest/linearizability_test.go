@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -244,11 +246,21 @@ func TestCheckHistoryFindsSmallAnomaly(t *testing.T) {
 	if got.Verdict != LinNo || got.Visualization != viz {
 		t.Fatalf("got %s, visualization %q; want NO and %s", got.Line(), got.Visualization, viz)
 	}
-	for _, want := range []string{"these 3 operations", "read -> stock 900, sold 100 (b, 0.350-0.351s)",
+	for _, want := range []string{"read -> stock 900, sold 100 (b, 0.350-0.351s)",
 		"50 -> 201 (a, 0.35", "read -> stock 900, sold 100 (b, 0.357-0.358s)"} {
 		if !strings.Contains(got.Anomaly, want) {
 			t.Errorf("anomaly %q lacks %q", got.Anomaly, want)
 		}
+	}
+	// Three operations suffice. A search that runs out of its time on a
+	// loaded machine keeps an operation it could have relaxed: a few more
+	// are tolerated, the 300 of the history are not.
+	n := 0
+	if m := regexp.MustCompile(`these (\d+) operations`).FindStringSubmatch(got.Anomaly); m != nil {
+		n, _ = strconv.Atoi(m[1])
+	}
+	if n < 3 || n > 6 {
+		t.Errorf("anomaly %q: want 3 to 6 operations", got.Anomaly)
 	}
 	html, err := os.ReadFile(viz)
 	if err != nil || !bytes.Contains(html, []byte("purchase by w50")) {
