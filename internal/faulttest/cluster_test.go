@@ -131,6 +131,9 @@ func runSale(t *testing.T, cfg loadtest.Config, fault func(ctx context.Context) 
 		rep      loadtest.Report
 		runErr   error
 	)
+	// A control's violation gets porcupine's visualization; the test's
+	// directory keeps it out of the shared temporary directory.
+	cfg.Visualization = filepath.Join(t.TempDir(), "linearizability.html")
 	start := time.Now()
 	if fault != nil {
 		wg.Go(func() {
