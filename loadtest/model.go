@@ -34,7 +34,10 @@ import (
 // sells if the rules allow, a restock sets the stock. Linearized where it
 // took effect, that is exactly what happened; if it never took effect, it
 // is linearized after every other operation, where its effect is seen by
-// nobody. So one deterministic step covers both cases.
+// nobody. So one deterministic step covers both cases. Most ambiguous
+// purchases are settled before the check by the orders listed after the
+// sale (see settle): left out if they made no order, or held to a 201 that
+// landed before the orders were listed if they did.
 //
 // Who bought is tracked only for users with two or more purchases in the
 // product's history (the repeat buyers): a user who tries once is never
