@@ -9,6 +9,7 @@ require (
 )
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/chromedp/chromedp v0.23.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2

@@ -239,9 +239,9 @@ func (r Report) LatencyChart(w, h int) template.HTML {
 			continue
 		}
 		mid := (st.Start + tl.Step/2).Seconds()
-		p50 = append(p50, [2]float64{mid, ms(st.Latency.P50)})
-		p99 = append(p99, [2]float64{mid, ms(st.Latency.P99)})
-		top = max(top, ms(st.Latency.P99))
+		p50 = append(p50, [2]float64{mid, millis(st.Latency.P50)})
+		p99 = append(p99, [2]float64{mid, millis(st.Latency.P99)})
+		top = max(top, millis(st.Latency.P99))
 	}
 	xmax := float64(len(tl.Steps)) * tl.Step.Seconds()
 	c := newSVGChart(w, h, xmax, niceCeil(top), "latency-chart")
@@ -251,4 +251,4 @@ func (r Report) LatencyChart(w, h int) template.HTML {
 	return c.html()
 }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

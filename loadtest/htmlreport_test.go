@@ -73,7 +73,7 @@ func TestHTMLReportOfACorrectSale(t *testing.T) {
 	}
 	page := string(b)
 	for _, want := range []string{
-		`<div class="verdict pass" id="verdict">PASS: every safety invariant held, nothing oversold</div>`,
+		`<div class="verdict pass" id="verdict">PASS: every safety invariant held, nothing oversold, the history is linearizable</div>`,
 		`<dd id="s">20</dd>`,
 		`<dd id="stock-left">0</dd>`,
 		`<svg class="sale-chart"`, `<svg class="outcomes-chart"`, `<svg class="latency-chart"`,

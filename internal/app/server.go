@@ -100,8 +100,12 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 		Dashboard:  s.dash,
 	})
 	s.http = &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler: s.handler,
+		// The header's own limit, within the whole request's.
+		ReadHeaderTimeout: min(10*time.Second, cfg.ReadTimeout),
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.HTTPWriteTimeout(),
+		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	return s, nil
@@ -118,10 +122,14 @@ func (s *Server) newLocker(ctx context.Context) (seckill.Locker, error) {
 		return newLocalLocker(s.cfg.LockWait, observers{s.metrics, s.dash}), nil
 	}
 	opts := lock.Options{
-		TTL:            s.cfg.LockTTL,
-		WaitTimeout:    s.cfg.LockWait,
-		DisableRenewal: !s.cfg.LockRenew,
-		Observer:       observers{s.metrics, s.dash},
+		TTL:                 s.cfg.LockTTL,
+		WaitTimeout:         s.cfg.LockWait,
+		DisableRenewal:      !s.cfg.LockRenew,
+		Observer:            observers{s.metrics, s.dash},
+		UnsafeCounterTokens: s.cfg.UnsafeCounterTokens,
+	}
+	if s.cfg.UnsafeCounterTokens {
+		s.log.Warn("UNSAFE: fencing tokens are the last token plus one; they go backwards after a restart from a stale snapshot")
 	}
 	if len(s.cfg.RedisAddrs) > 0 {
 		return s.newRedlock(ctx, opts)

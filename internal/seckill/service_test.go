@@ -202,9 +202,9 @@ func TestSoldOutSkipsLock(t *testing.T) {
 // staleHolder runs the race the fence exists for, deterministically: buyer
 // A takes the lock and, in the critical section, stalls until buyer B (on
 // another replica) has finished a whole purchase. A's lease (no renewal,
-// short TTL) runs out meanwhile, which is what lets B in. It returns A's
-// error and the product afterwards.
-func staleHolder(t *testing.T, unfenced bool) (error, *seckill.Product, *counts) {
+// short TTL) runs out meanwhile, which is what lets B in. It returns the
+// product afterwards, the counts of A's service, and A's error.
+func staleHolder(t *testing.T, unfenced bool) (*seckill.Product, *counts, error) {
 	e := newEnv(t)
 	stA, stB := e.store(), e.store()
 	p := e.product(stA, 2)
@@ -247,11 +247,11 @@ func staleHolder(t *testing.T, unfenced bool) (error, *seckill.Product, *counts)
 	if perr != nil {
 		t.Fatal(perr)
 	}
-	return err, got, rec
+	return got, rec, err
 }
 
 func TestStaleHolderFenced(t *testing.T) {
-	errA, p, rec := staleHolder(t, false)
+	p, rec, errA := staleHolder(t, false)
 	if !errors.Is(errA, seckill.ErrFenceRejected) || !errors.Is(errA, seckill.ErrBusy) {
 		t.Fatalf("A: got %v, want ErrFenceRejected (matching ErrBusy)", errA)
 	}
@@ -264,7 +264,7 @@ func TestStaleHolderFenced(t *testing.T) {
 }
 
 func TestStaleHolderUnfenced(t *testing.T) {
-	errA, p, _ := staleHolder(t, true)
+	p, _, errA := staleHolder(t, true)
 	if errA != nil {
 		t.Fatalf("A: got %v, want nil (nothing stops the stale write)", errA)
 	}
