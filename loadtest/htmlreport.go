@@ -23,12 +23,28 @@ import (
 var htmlReportText string
 
 var htmlReport = template.Must(template.New("report").Funcs(template.FuncMap{
-	"dur":     func(d time.Duration) string { return round(d).String() },
-	"lower":   strings.ToLower,
-	"color":   outcomeColor,
-	"sorted":  outcomeOrder,
-	"percent": func(n, of int) string { return fmt.Sprintf("%.1f%%", 100*float64(n)/math.Max(1, float64(of))) },
+	"dur":      func(d time.Duration) string { return round(d).String() },
+	"lower":    strings.ToLower,
+	"color":    outcomeColor,
+	"sorted":   outcomeOrder,
+	"percent":  func(n, of int) string { return fmt.Sprintf("%.1f%%", 100*float64(n)/math.Max(1, float64(of))) },
+	"linClass": linClass,
 }).Parse(htmlReportText))
+
+// linClass is the status class of a linearizability verdict, as the
+// invariants' statuses: yes passes, NO fails, unknown warns (it is not a
+// pass), and a check left out is skipped.
+func linClass(v LinVerdict) string {
+	switch v {
+	case LinYes:
+		return "pass"
+	case LinNo:
+		return "fail"
+	case LinUnknown:
+		return "warn"
+	}
+	return "skip"
+}
 
 // WriteHTML writes the report as one self-contained HTML page: the
 // verdict, the invariants with pass or fail, charts of stock and sold over

@@ -76,6 +76,8 @@ func TestHTMLReportOfACorrectSale(t *testing.T) {
 		`<div class="verdict pass" id="verdict">PASS: every safety invariant held, nothing oversold, the history is linearizable</div>`,
 		`<dd id="s">20</dd>`,
 		`<dd id="stock-left">0</dd>`,
+		`<dd id="shape">` + rep.Shape + `</dd>`,
+		`<span class="status pass" id="linearizable" data-verdict="yes">linearizable: yes (`,
 		`<svg class="sale-chart"`, `<svg class="outcomes-chart"`, `<svg class="latency-chart"`,
 	} {
 		if !strings.Contains(page, want) {
@@ -87,6 +89,11 @@ func TestHTMLReportOfACorrectSale(t *testing.T) {
 	}
 	if strings.Contains(page, `data-status="FAIL"`) {
 		t.Error("page shows a failed invariant")
+	}
+	for _, absent := range []string{`id="mix"`, `id="side"`, `id="restocked"`} {
+		if strings.Contains(page, absent) {
+			t.Errorf("page has %s, but nothing was mixed into the sale", absent)
+		}
 	}
 	if soldAboveLimit(t, page) {
 		t.Error("the chart draws sold above S for a sale that sold exactly S")
@@ -114,7 +121,8 @@ func TestHTMLReportOfACorrectSale(t *testing.T) {
 		t.Fatal(err)
 	}
 	if back.Verdict() != rep.Verdict() || back.After != rep.After || back.Created != rep.Created ||
-		back.Latency != rep.Latency || len(back.Invariants) != 6 || len(back.Timeline.Steps) != len(rep.Timeline.Steps) {
+		back.Latency != rep.Latency || len(back.Invariants) != 6 || len(back.Timeline.Steps) != len(rep.Timeline.Steps) ||
+		back.Shape != rep.Shape || back.Linearizability.Verdict != LinYes || back.Linearizability.Operations != rep.Linearizability.Operations {
 		t.Errorf("the JSON report does not read back as the Report: got %+v", back)
 	}
 }
@@ -145,6 +153,65 @@ func TestHTMLReportOfAnOversell(t *testing.T) {
 	}
 	if !soldAboveLimit(t, page) {
 		t.Error("the chart does not draw sold above S for a sale that sold more than S")
+	}
+	if v := rep.Linearizability.Verdict; !strings.Contains(page, `id="linearizable" data-verdict="`+string(v)+`"`) {
+		t.Errorf("page lacks the linearizability verdict %q", v)
+	}
+}
+
+// A mixed sale whose counts are clean but whose history is not
+// linearizable (a restock answers a state it did not set): the page fails
+// on the linearizability line, not on an invariant, and shows the mix;
+// the JSON carries the verdict and the mix.
+func TestHTMLReportOfANonLinearizableMixedSale(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
+	shop := newFakeShop(false)
+	shop.lateRestockAnswer = true
+	a, _ := shop.serve(t)
+	dir := t.TempDir()
+	cfg := mixedSale(dir, a)
+	cfg.Stock = 1000 // purchases keep selling, so every restock sees one after it
+	cfg.Mix.Reads = 0
+	cfg.Report = filepath.Join(dir, "report.html")
+	cfg.ReportJSON = filepath.Join(dir, "report.json")
+	rep, err := Run(t.Context(), cfg, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Oversold || rep.Linearizability.Verdict != LinNo || rep.Restocks == 0 {
+		t.Fatalf("got oversold %v, %s, %d restocks; want clean counts, NO, and restocks", rep.Oversold, rep.Linearizability.Line(), rep.Restocks)
+	}
+	b, err := os.ReadFile(cfg.Report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	for _, want := range []string{
+		`<div class="verdict fail" id="verdict">FAIL: NOT LINEARIZABLE`,
+		`<span class="status fail" id="linearizable" data-verdict="NO">linearizable: NO (product ` + strconv.FormatInt(rep.ProductID, 10),
+		`<dd id="mix">restocks=40/s</dd>`,
+		`<dd id="side">0 reads and ` + strconv.Itoa(rep.Restocks) + ` restocks mixed into the sale</dd>`,
+		`id="restocked"`,
+		"history.jsonl",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, `data-status="FAIL"`) {
+		t.Error("page fails an invariant, but the counts are clean")
+	}
+	j, err := os.ReadFile(cfg.ReportJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(j, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Linearizability.Verdict != LinNo || back.Linearizability.Anomaly != rep.Linearizability.Anomaly ||
+		back.Mix != cfg.Mix || back.Restocks != rep.Restocks || back.OK() {
+		t.Errorf("the JSON report: got %+v, want the violation, the mix and the restocks", back)
 	}
 }
 

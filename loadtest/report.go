@@ -13,10 +13,11 @@ import (
 // numbers, and what the attack measured. It is plain data so callers (the
 // demo's table, CI) can pick fields; WriteText prints it for a person.
 type Report struct {
-	// Targets are the base URLs attacked, round-robin, and Shape the load
-	// sent (Config.Shape).
+	// Targets are the base URLs attacked, round-robin, Shape the load sent
+	// (Config.Shape) and Mix the reads and restocks mixed into it.
 	Targets []string
 	Shape   string
+	Mix     Mix
 	// ProductID is the product sold; UserPrefix starts every user id of this
 	// run.
 	ProductID  int64

@@ -219,6 +219,7 @@ func newReport(cfg Config, before, after Product, orders []Order, prefix string,
 	rep := Report{
 		Targets:   cfg.Targets,
 		Shape:     cfg.Shape(),
+		Mix:       cfg.Mix,
 		ProductID: before.ID, UserPrefix: prefix,
 		Before: before, After: after,
 		Requests: t.requests, Repeats: t.repeats, Created: t.created, Unknown: t.unknown,

@@ -64,10 +64,12 @@ func checkMatrixJSON(t *testing.T, path string) {
 		Rows   []struct {
 			Mode           string `json:"mode"`
 			ExpectOversell bool   `json:"expect_oversell"`
+			Linearizable   string `json:"linearizable"`
 			Verdict        string `json:"verdict"`
 			Report         struct {
-				Oversold bool
-				Requests int
+				Oversold        bool
+				Requests        int
+				Linearizability struct{ Verdict string }
 			} `json:"report"`
 		} `json:"rows"`
 	}
@@ -78,32 +80,38 @@ func checkMatrixJSON(t *testing.T, path string) {
 		t.Fatalf("matrix JSON: passed %v with %d rows, want true with 6", m.Passed, len(m.Rows))
 	}
 	for _, row := range m.Rows {
-		if row.Verdict != "ok" || row.Report.Oversold != row.ExpectOversell || row.Report.Requests == 0 {
-			t.Errorf("matrix JSON row %+v: want verdict ok, oversold as expected, and the sale's report", row)
+		if row.Verdict != "ok" || row.Report.Oversold != row.ExpectOversell || row.Report.Requests == 0 ||
+			row.Linearizable != row.Report.Linearizability.Verdict || (!row.ExpectOversell && row.Linearizable != "yes") {
+			t.Errorf("matrix JSON row %+v: want verdict ok, oversold as expected, linearizable where not, and the sale's report", row)
 		}
 	}
 }
 
-// rowsJS reads the matrix page's rows: their data, their oversold cell,
-// and whether the chart draws sold above the S line (a smaller y is
-// higher up the chart).
+// rowsJS reads the matrix page's rows: their data, their oversold and
+// linearizable cells, and whether the chart draws sold, or stock + sold,
+// above the S line (a smaller y is higher up the chart).
 const rowsJS = `[...document.querySelectorAll("#matrix tr.row")].map(tr => {
   const svg = tr.querySelector("svg.sale-chart");
   const limit = svg && svg.querySelector("line.limit");
-  const sold = svg && svg.querySelector("polyline.sold");
-  const top = sold ? Math.min(...sold.getAttribute("points").trim().split(/\s+/).map(p => Number(p.split(",")[1]))) : NaN;
+  const above = cls => {
+    const line = svg && svg.querySelector("polyline." + cls);
+    if (!limit || !line) return false;
+    const top = Math.min(...line.getAttribute("points").trim().split(/\s+/).map(p => Number(p.split(",")[1])));
+    return top < Number(limit.getAttribute("y1")) - 0.5;
+  };
+  const cell = cls => tr.querySelector("td." + cls) ? tr.querySelector("td." + cls).textContent.trim() : "";
   return {
     mode: tr.dataset.mode, fault: tr.dataset.fault, label: tr.dataset.label,
     expected: tr.dataset.expected, verdict: tr.dataset.verdict,
-    oversold: tr.querySelector("td.oversold") ? tr.querySelector("td.oversold").textContent.trim() : "",
+    oversold: cell("oversold"), linearizable: cell("linearizable"),
     chart: !!svg,
-    soldAboveS: !!(limit && sold) && top < Number(limit.getAttribute("y1")) - 0.5,
+    soldAboveS: above("sold"), totalAboveS: above("total"),
   };
 })`
 
 type matrixRowShown struct {
-	Mode, Fault, Label, Expected, Verdict, Oversold string
-	Chart, SoldAboveS                               bool
+	Mode, Fault, Label, Expected, Verdict, Oversold, Linearizable string
+	Chart, SoldAboveS, TotalAboveS                                bool
 }
 
 // checkMatrixPage opens the -report page in a real browser: six rows, each
@@ -131,11 +139,16 @@ func checkMatrixPage(t *testing.T, path string) {
 		if r.Mode != w.mode || r.Fault != w.fault || r.Oversold != w.oversold || r.Verdict != "ok" || !r.Chart {
 			t.Errorf("%s: got %+v, want mode %s, fault %q, oversold %s, verdict ok and a chart", name, r, w.mode, w.fault, w.oversold)
 		}
+		// An oversell shows as sold past S when the burst sells out, and
+		// as stock + sold past S (lost stock updates) either way.
 		switch {
-		case (r.Mode == "none" || r.Mode == "local") && !r.SoldAboveS:
-			t.Errorf("%s: the chart does not draw sold above S", name)
-		case r.Mode == "redis" && !strings.Contains(r.Fault, "no fence") && r.SoldAboveS:
-			t.Errorf("%s: the chart draws sold above S under the Redis lock", name)
+		case (r.Mode == "none" || r.Mode == "local") && !r.SoldAboveS && !r.TotalAboveS:
+			t.Errorf("%s: the chart draws neither sold nor stock + sold above S", name)
+		case r.Mode == "redis" && !strings.Contains(r.Fault, "no fence") && (r.SoldAboveS || r.TotalAboveS):
+			t.Errorf("%s: the chart draws sold or stock + sold above S under the Redis lock", name)
+		}
+		if w.oversold == "no" && r.Linearizable != "yes" {
+			t.Errorf("%s: linearizable %q, want yes", name, r.Linearizable)
 		}
 	}
 	b.Screenshot(browsertest.ScreenshotPath(t, "matrix-report.png"))

@@ -36,7 +36,8 @@ type matrixRow struct {
 	Ran            bool            `json:"ran"`
 	Error          string          `json:"error,omitempty"`
 	Matched        bool            `json:"matched"`
-	Verdict        string          `json:"verdict"` // ok, mismatch or error
+	Linearizable   string          `json:"linearizable"` // yes, NO, unknown or - (not checked)
+	Verdict        string          `json:"verdict"`      // ok, mismatch or error
 	Why            string          `json:"why"`
 	FenceRejected  int64           `json:"fence_rejected"`
 	LeasesLost     int64           `json:"leases_lost"`
@@ -56,14 +57,18 @@ type matrixPage struct {
 }
 
 func newMatrixPage(o options, results []*result) matrixPage {
-	p := matrixPage{Stock: o.sale.Stock, Load: shapeText(o.sale), Replicas: o.replicas, Passed: true,
+	load := shapeText(o.sale)
+	if m := o.sale.Mix.String(); m != "" {
+		load += ", with " + m + " mixed in"
+	}
+	p := matrixPage{Stock: o.sale.Stock, Load: load, Replicas: o.replicas, Passed: true,
 		FaultTTL: faultTTL.String(),
 		Fault:    fmt.Sprintf("holders work %v and %.0f%% of them stall %v more", faultWork, faultProb*100, faultPause)}
 	for _, r := range results {
 		row := matrixRow{
 			Mode: string(r.mode), Batch: r.batchText(), Fault: r.fault, Label: r.label,
 			ExpectOversell: r.oversell, Ran: r.ran, Matched: r.matched(),
-			FenceRejected: r.fenceRejected, LeasesLost: r.leaseLost, Report: r.rep,
+			FenceRejected: r.fenceRejected, LeasesLost: r.leaseLost, Report: r.rep, Linearizable: r.linText(),
 		}
 		row.Name = row.Mode
 		if r.fault != "" {
@@ -82,8 +87,10 @@ func newMatrixPage(o options, results []*result) matrixPage {
 			row.Verdict, row.Why = "ok", r.why
 		case r.oversell:
 			row.Verdict, row.Why = "mismatch", "did not oversell, but it should have: the race did not happen in this run"
-		default:
+		case r.rep.Oversold:
 			row.Verdict, row.Why = "mismatch", "OVERSOLD, and it must not"
+		default:
+			row.Verdict, row.Why = "mismatch", "did not oversell, but its history must be linearizable: "+r.rep.Linearizability.Line()
 		}
 		if row.Verdict != "ok" {
 			p.Passed = false
