@@ -51,6 +51,18 @@ const (
 	pgOpenTimeout    = 10 * time.Second
 )
 
+// pgIdleInTransaction is the default idle_in_transaction_session_timeout
+// of the store's connections: the server ends a session that has left a
+// transaction open, waiting for its client, this long. The store's
+// transactions send their statements back to back, so only a client that
+// froze in the middle (a long GC pause, a stopped or partitioned process)
+// gets there, and while it is frozen it holds the product's row lock: every
+// other replica's claim waits for it. Ending the session rolls the frozen
+// write back (the fence would refuse it anyway once a newer holder claims)
+// and lets the sale go on. The URL's own idle_in_transaction_session_timeout
+// parameter wins.
+const pgIdleInTransaction = "5s"
+
 // migrationLockKey is the advisory lock that serializes migrations of one
 // database: pg_advisory_xact_lock takes a bigint, and this one spells
 // "seckill" in ASCII. Advisory locks belong to one database, so two
@@ -123,6 +135,9 @@ func openPostgres(raw string) (*Store, error) {
 	// The fence's argument is made for READ COMMITTED (package doc);
 	// a server or role default must not change it.
 	cfg.RuntimeParams["default_transaction_isolation"] = "read committed"
+	if _, ok := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = pgIdleInTransaction
+	}
 	where := Redact(raw)
 	sqlDB := stdlib.OpenDB(*cfg)
 	sqlDB.SetMaxOpenConns(set.maxConns)

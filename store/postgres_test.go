@@ -250,6 +250,49 @@ func TestPostgresConcurrentDuplicateRollsBackTheBatch(t *testing.T) {
 	}
 }
 
+// A replica frozen inside its write transaction holds the product's row;
+// the server ends its session after idle_in_transaction_session_timeout,
+// which releases the row, and the other replicas' claims go on. The
+// control: with the timeout off, the claim is still waiting when its own
+// deadline ends it.
+func TestPostgresFrozenTransactionIsEnded(t *testing.T) {
+	for _, timeout := range []string{"300ms", "0"} {
+		t.Run("idle_in_transaction_session_timeout="+timeout, func(t *testing.T) {
+			db := pgtest.Database(t)
+			frozen, other := open(t, db+"&idle_in_transaction_session_timeout="+timeout), open(t, db)
+			ctx := context.Background()
+			p := newProduct(t, frozen, 5)
+			tx, err := store.Begin(frozen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			if err := tx.ClaimFence(p.ID, 10); err != nil {
+				t.Fatal(err)
+			}
+			// The frozen replica sends nothing more; the other one claims.
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			err = other.ClaimFence(cctx, p.ID, 11)
+			if timeout == "0" {
+				if err == nil {
+					t.Fatal("claim with the timeout off: got nil, want it still waiting at its deadline")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("claim after the frozen session was ended: %v", err)
+			}
+			if err := tx.Commit(); err == nil {
+				t.Error("the frozen transaction committed after its session was ended")
+			}
+			if got, _ := other.Product(ctx, p.ID); got.Fence != 11 {
+				t.Errorf("fence: got %d, want 11", got.Fence)
+			}
+		})
+	}
+}
+
 // The store runs at READ COMMITTED whatever the database's default: here
 // the database says SERIALIZABLE, which a plain connection gets.
 func TestPostgresPinsReadCommitted(t *testing.T) {

@@ -63,6 +63,13 @@
 // REPEATABLE READ or SERIALIZABLE the waiting write of (2) would fail with a
 // serialization error instead of matching no row, which is still safe but
 // turns a refused fence into an unexplained error.
+//
+// Row locks add one liveness hazard: a replica frozen in the middle of its
+// write transaction (a long pause, a stopped process) holds the product's
+// row, and every other replica's claim waits for it. The connections set
+// idle_in_transaction_session_timeout (5 s), so the server ends such a
+// session, rolling its write back, and the sale goes on
+// (TestPostgresFrozenTransactionIsEnded).
 package store
 
 import (
