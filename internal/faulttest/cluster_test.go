@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-ref/seckill/internal/pgtest"
 	"github.com/seckill-ref/seckill/internal/redistest"
 	"github.com/seckill-ref/seckill/internal/seckill"
 	"github.com/seckill-ref/seckill/loadtest"
@@ -41,19 +42,32 @@ const (
 )
 
 // cluster is the shared state of one scenario's replicas: the Redis
-// server(s) of the lock and one SQLite file in the test's temp directory.
+// server(s) of the lock and one database, a SQLite file in the test's temp
+// directory or a database of its own on the suite's PostgreSQL server.
 type cluster struct {
 	t     *testing.T
 	redis []*redistest.Server
 	db    string
 }
 
+// database names the kind of database a scenario's replicas share.
+type database string
+
+const (
+	sqlite   database = "sqlite"
+	postgres database = "postgres"
+)
+
 // newCluster starts nRedis redis-server processes (stopped by PID when the
-// test ends). With one, replicas get REDIS_ADDR; with three or more,
-// REDIS_ADDRS, which makes their lock a Redlock.
-func newCluster(t *testing.T, nRedis int) *cluster {
+// test ends) and makes a new database of the kind db. With one Redis,
+// replicas get REDIS_ADDR; with three or more, REDIS_ADDRS, which makes
+// their lock a Redlock.
+func newCluster(t *testing.T, nRedis int, db database) *cluster {
 	t.Helper()
 	c := &cluster{t: t, db: filepath.Join(t.TempDir(), "seckill.db")}
+	if db == postgres {
+		c.db = pgtest.Database(t)
+	}
 	for range nRedis {
 		c.redis = append(c.redis, redistest.Start(t))
 	}
@@ -131,6 +145,7 @@ func runSale(t *testing.T, cfg loadtest.Config, fault func(ctx context.Context) 
 		rep      loadtest.Report
 		runErr   error
 	)
+	warmUp(t, cfg)
 	start := time.Now()
 	if fault != nil {
 		wg.Go(func() {
@@ -159,6 +174,42 @@ func runSale(t *testing.T, cfg loadtest.Config, fault func(ctx context.Context) 
 		t.Fatalf("loadtest.Run: %v", runErr)
 	}
 	return rep
+}
+
+// warmConns is how many product reads warmUp sends to each replica at
+// once: the size of a replica's PostgreSQL pool (package store).
+const warmConns = 16
+
+// warmUp reads the sale's product through every target, warmConns at a
+// time, before the sale: each replica then has its database connections
+// open. A PostgreSQL connection is a server process, and on a loaded
+// machine the dozens that three replicas open in the sale's first burst
+// can take seconds to start, which would pile the first buyers up into a
+// few big batches and leave the faults no sale to land in.
+func warmUp(t *testing.T, cfg loadtest.Config) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(cfg.Targets)*warmConns)
+	for _, url := range cfg.Targets {
+		for range warmConns {
+			wg.Go(func() {
+				status, b, err := get(ctx, fmt.Sprintf("%s/api/v1/products/%d", url, cfg.ProductID))
+				if err == nil && status != 200 {
+					err = fmt.Errorf("HTTP %d %s", status, b)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("warm up %s: %w", url, err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 }
 
 // assertSafe checks the load test's safety invariants (1-5: stock >= 0,

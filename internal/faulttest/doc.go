@@ -8,12 +8,17 @@
 // run at normal speed while the test binary itself may run under the race
 // detector). Each test starts its own redis-server processes
 // (internal/redistest) and 2 or 3 `seckill serve` replicas on free
-// 127.0.0.1 ports, sharing one SQLite file in the test's temp directory,
-// each with its own log file; it waits for /readyz by polling. Every
-// process is stopped by PID when the test ends, pass or fail (SIGCONT
-// first, for one a scenario left stopped); the tail of each replica's log
-// is printed when a test fails. A missing redis-server fails the run with
-// a message: a suite that skips itself proves nothing.
+// 127.0.0.1 ports, sharing one database, each with its own log file; it
+// waits for /readyz by polling, then reads the product through every
+// replica at once, so that their database connections are open before the
+// sale. The database is a SQLite file in the test's temp directory or, in
+// the scenarios whose names end in Postgres, a database of the test's own
+// (DATABASE=postgres://...) on one PostgreSQL server that the suite starts
+// (internal/pgtest). Every process is stopped by PID when the test ends,
+// pass or fail (SIGCONT first, for one a scenario left stopped); the tail
+// of each replica's log is printed when a test fails. A missing
+// redis-server or PostgreSQL fails the run with a message: a suite that
+// skips itself proves nothing.
 //
 // Faults are timed by what can be observed, never by sleeping: a number of
 // orders made (GET /api/v1/products/:id), a replica holding the product's
@@ -72,6 +77,18 @@
 //	  outcome:  no lease lost, no fence rejection
 //	  control:  LOCK_RENEW=false loses every lease; the fence refuses the
 //	            late writes and still keeps the sale exact
+//
+// Scenarios 1, 2 (and its control) and 3 also run on PostgreSQL. There a
+// holder's claim and write are statements on a server that other replicas
+// lock rows on, at READ COMMITTED (package store's doc says why the fence
+// stays exact), and the same faults must give the same outcomes: the kill's
+// dead connections roll back what they had not committed, the woken
+// holder's fenced write matches no row once a newer holder has claimed,
+// and without the fence the row locks and transactions do not stop its
+// stale write-back from overselling. The kill uses 80 items there instead
+// of 40: every statement is a round trip to another process, buyers queue
+// up into bigger batches on a loaded machine, and one batch of the victim's
+// could otherwise sell out before the kill.
 //
 // The default is the short form that CI runs within `go test -race ./...`:
 // sales of a few seconds and a few dozen items. FAULTTEST_LONG=1 makes the

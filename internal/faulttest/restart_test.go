@@ -25,19 +25,25 @@ import (
 // whole stall: the other replica gets the lock only because Redis forgot
 // it, not because the lease ran out.
 func TestRedisRestartMidSale(t *testing.T) {
-	restartRedis(t, false)
+	restartRedis(t, sqlite, false)
 }
 
 // Negative control of scenario 3: the same restart with UNSAFE_NO_FENCE=true
 // oversells. The holder read the stock before the restart and writes it
 // back, minus one, after the other replica's sales.
 func TestRedisRestartControlNoFenceOversells(t *testing.T) {
-	restartRedis(t, true)
+	restartRedis(t, sqlite, true)
 }
 
-func restartRedis(t *testing.T, control bool) {
+// Scenario 3 on PostgreSQL: the token from the empty Redis's clock must
+// still claim the fence there, and the old holder's write be refused.
+func TestRedisRestartMidSalePostgres(t *testing.T) {
+	restartRedis(t, postgres, false)
+}
+
+func restartRedis(t *testing.T, db database, control bool) {
 	const ttl = 10 * time.Second
-	c := newCluster(t, 1)
+	c := newCluster(t, 1, db)
 	env := map[string]string{"LOCK_TTL": ttl.String(), "LOCK_WAIT": "2s"}
 	if control {
 		env = with(env, "UNSAFE_NO_FENCE", "true")

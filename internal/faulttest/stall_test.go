@@ -16,14 +16,27 @@ import (
 // replica's sales: the fence must refuse that write. Its fence rejections
 // must be > 0, or the scenario did not test anything.
 func TestSIGSTOPHolderPastLease(t *testing.T) {
-	stallHolder(t, false)
+	stallHolder(t, sqlite, false)
 }
 
 // Negative control of scenario 2: the same stall with UNSAFE_NO_FENCE=true.
 // The stalled replica's write goes through and oversells: the lease
 // alone cannot stop a holder that was paused.
 func TestSIGSTOPHolderControlNoFenceOversells(t *testing.T) {
-	stallHolder(t, true)
+	stallHolder(t, sqlite, true)
+}
+
+// Scenario 2 on PostgreSQL: the woken holder's fenced write runs at READ
+// COMMITTED against a row the other replica's claim has moved on, and must
+// be refused all the same.
+func TestSIGSTOPHolderPastLeasePostgres(t *testing.T) {
+	stallHolder(t, postgres, false)
+}
+
+// Its control on PostgreSQL: without the fence, the database's row locks
+// and transactions do not stop the woken holder's stale write-back.
+func TestSIGSTOPHolderControlNoFenceOversellsPostgres(t *testing.T) {
+	stallHolder(t, postgres, true)
 }
 
 // maxFaultAttempts bounds the retries of a fault that needs the victim to
@@ -32,9 +45,9 @@ func TestSIGSTOPHolderControlNoFenceOversells(t *testing.T) {
 // before the pause ended.
 const maxFaultAttempts = 3
 
-func stallHolder(t *testing.T, control bool) {
+func stallHolder(t *testing.T, db database, control bool) {
 	const ttl = time.Second
-	c := newCluster(t, 1)
+	c := newCluster(t, 1, db)
 	env := map[string]string{"LOCK_TTL": ttl.String(), "LOCK_WAIT": "2s"}
 	if control {
 		env = with(env, "UNSAFE_NO_FENCE", "true")
