@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -44,12 +45,14 @@ const Superuser = "postgres"
 
 // Options change how the server runs.
 type Options struct {
-	// Durable keeps PostgreSQL's defaults: every commit is flushed to disk
-	// (fsync, synchronous_commit). Without it the server skips the flushes,
-	// which makes tests faster and loses data only in a crash of the
-	// machine, which tests do not survive anyway. Benchmarks set it, to
-	// compare with a SQLite file that does flush.
+	// Durable keeps PostgreSQL's defaults: the server flushes its files to
+	// disk (fsync, full_page_writes, synchronous_commit). Without it the
+	// server skips every flush, which makes tests faster and loses data
+	// only in a crash of the machine, which tests do not survive anyway.
 	Durable bool
+	// Settings are more server settings (-c name=value), applied after
+	// the others, so they may override them.
+	Settings map[string]string
 	// MaxConnections is the server's max_connections; 0 means 300, enough
 	// for a few replicas with full pools at once.
 	MaxConnections int
@@ -133,6 +136,10 @@ func (s *Server) start(ctx context.Context, bin, data string, cred *syscall.Cred
 	}
 	if !opts.Durable {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	names := slices.Sorted(maps.Keys(opts.Settings))
+	for _, name := range names {
+		args = append(args, "-c", name+"="+opts.Settings[name])
 	}
 	cmd := command(filepath.Join(bin, "postgres"), cred, args...)
 	out := &tailBuffer{max: 8 << 10}
