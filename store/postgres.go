@@ -93,12 +93,9 @@ func parsePostgres(raw string) (*pgSettings, error) {
 		return nil, bad("malformed: %v", err)
 	}
 	if u.Host == "" {
+		// pgx would try a Unix socket in a default directory: a server
+		// of this host's own, which is not what a replica means.
 		return nil, bad("no host: want postgres://user:password@host:5432/database")
-	}
-	if u.Port() != "" {
-		if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
-			return nil, bad("port %q: want 1 to 65535", u.Port())
-		}
 	}
 	set := &pgSettings{maxConns: pgMaxConns}
 	q := u.Query()

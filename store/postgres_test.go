@@ -336,6 +336,10 @@ func TestPostgresBadURL(t *testing.T) {
 			t.Errorf("Open(%q): got nil, want an error", tc.url)
 		}
 	}
+	// Several hosts, for pgx to pick the primary among: a valid URL.
+	if err := store.Check("postgres://u:s3cret@db1:5432,db2:5433/shop?target_session_attrs=read-write"); err != nil {
+		t.Errorf("a URL with two hosts: %v", err)
+	}
 }
 
 // An unreachable server fails Open with the URL (password masked) and the
