@@ -281,22 +281,43 @@ func waitSold(ctx context.Context, r *replica, id int64, n int64, timeout time.D
 	return nil
 }
 
-// waitHolding polls until the product has at least minSold orders and r
-// is inside a purchase's critical section (it holds the product's lock),
-// and returns r's metrics at that moment. The caller acts on r at once:
-// with a chaos pause, r stays inside for the pause's length, far longer
-// than a scrape.
+// waitHolding polls until the product has at least minSold orders and
+// then r takes the product's lock, and returns r's metrics as soon as it
+// sees the new acquisition, held. The caller acts on r at once: a hold
+// seen at its start is before its write (with a chaos pause, for the
+// pause's length, far longer than a scrape).
+//
+// The hold must begin after the orders were counted. A hold that is merely
+// seen is often the one whose own write just raised the count over
+// minSold: it is past its write and about to release, and a fault landing
+// there tests nothing. The bigger the batches, the likelier that is.
 func waitHolding(ctx context.Context, r, observer *replica, id, minSold int64, timeout time.Duration) (metrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var m metrics
+	counted := false
+	var seen float64 // r's acquisitions when the orders were counted, or since
 	err := poll(ctx, 2*time.Millisecond, func() (bool, error) {
-		if s, ok := sold(ctx, observer, id); !ok || s < minSold {
+		if !counted {
+			if s, ok := sold(ctx, observer, id); !ok || s < minSold {
+				return false, nil
+			}
+			var err error
+			if m, err = scrape(ctx, r); err != nil {
+				return false, nil
+			}
+			counted, seen = true, m.acquisitions()
 			return false, nil
 		}
 		var err error
-		m, err = scrape(ctx, r)
-		return err == nil && m.held() >= 1, nil
+		if m, err = scrape(ctx, r); err != nil || m.acquisitions() == seen {
+			return false, nil
+		}
+		if m.held() >= 1 {
+			return true, nil
+		}
+		seen = m.acquisitions() // held and gone between two scrapes: wait for the next
+		return false, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("waiting for %s to hold the lock with %d orders made: %w", r.name, minSold, err)

@@ -61,7 +61,7 @@ func restartRedis(t *testing.T, db database, control bool) {
 		for attempt := 1; attempt <= maxFaultAttempts; attempt++ {
 			before, err := waitHolding(ctx, a, b, id, 3, 30*time.Second)
 			if err != nil {
-				return err
+				return fmt.Errorf("attempt %d: %w; before it: %v", attempt, err, notes)
 			}
 			if err := a.signal(syscall.SIGSTOP); err != nil {
 				return err

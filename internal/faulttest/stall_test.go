@@ -67,7 +67,7 @@ func stallHolder(t *testing.T, db database, control bool) {
 		for attempt := 1; attempt <= maxFaultAttempts; attempt++ {
 			before, err := waitHolding(ctx, a, b, id, 3, 30*time.Second)
 			if err != nil {
-				return err
+				return fmt.Errorf("attempt %d: %w; before it: %v", attempt, err, notes)
 			}
 			done, note, err := stallOnce(ctx, a, b, id, int64(stock), before, ttl, control)
 			notes = append(notes, fmt.Sprintf("attempt %d: %s", attempt, note))
