@@ -48,6 +48,7 @@ type cluster struct {
 	t     *testing.T
 	redis []*redistest.Server
 	db    string
+	kind  database
 }
 
 // database names the kind of database a scenario's replicas share.
@@ -64,7 +65,7 @@ const (
 // their lock a Redlock.
 func newCluster(t *testing.T, nRedis int, db database) *cluster {
 	t.Helper()
-	c := &cluster{t: t, db: filepath.Join(t.TempDir(), "seckill.db")}
+	c := &cluster{t: t, db: filepath.Join(t.TempDir(), "seckill.db"), kind: db}
 	if db == postgres {
 		c.db = pgtest.Database(t)
 	}
@@ -145,7 +146,6 @@ func runSale(t *testing.T, cfg loadtest.Config, fault func(ctx context.Context) 
 		rep      loadtest.Report
 		runErr   error
 	)
-	warmUp(t, cfg)
 	start := time.Now()
 	if fault != nil {
 		wg.Go(func() {
@@ -176,16 +176,41 @@ func runSale(t *testing.T, cfg loadtest.Config, fault func(ctx context.Context) 
 	return rep
 }
 
+// stockFor is a scenario's stock: short on SQLite, more on PostgreSQL.
+// There every statement is a round trip to another process, so on a
+// loaded machine buyers queue up into bigger batches, and the one batch of
+// the surviving replica during a stall, or of the victim just before a
+// kill, could otherwise sell out what was left, leaving nothing for the
+// fault to be seen on: no write for the fence to refuse, no sale to
+// resume.
+func stockFor(db database, short, pg, long int) int {
+	if longForm {
+		return long
+	}
+	if db == postgres {
+		return pg
+	}
+	return short
+}
+
 // warmConns is how many product reads warmUp sends to each replica at
 // once: the size of a replica's PostgreSQL pool (package store).
 const warmConns = 16
 
-// warmUp reads the sale's product through every target, warmConns at a
-// time, before the sale: each replica then has its database connections
-// open. A PostgreSQL connection is a server process, and on a loaded
-// machine the dozens that three replicas open in the sale's first burst
-// can take seconds to start, which would pile the first buyers up into a
-// few big batches and leave the faults no sale to land in.
+// warmUp, on PostgreSQL, reads the sale's product through every target,
+// warmConns at a time, before the sale: each replica then has its
+// database connections open. A PostgreSQL connection is a server process,
+// and on a loaded machine the dozens that the replicas' pools open in the
+// sale's first burst can take seconds to start, which piles the first
+// buyers up into a few big batches and leaves the faults no sale to land
+// in. On SQLite it does nothing: a connection is a file handle, and the
+// scenarios' timing there is as it always was.
+func (c *cluster) warmUp(cfg loadtest.Config) {
+	if c.kind == postgres {
+		warmUp(c.t, cfg)
+	}
+}
+
 func warmUp(t *testing.T, cfg loadtest.Config) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -281,17 +306,27 @@ func waitSold(ctx context.Context, r *replica, id int64, n int64, timeout time.D
 	return nil
 }
 
-// waitHolding polls until the product has at least minSold orders and
-// then r takes the product's lock, and returns r's metrics as soon as it
-// sees the new acquisition, held. The caller acts on r at once: a hold
-// seen at its start is before its write (with a chaos pause, for the
-// pause's length, far longer than a scrape).
-//
-// The hold must begin after the orders were counted. A hold that is merely
-// seen is often the one whose own write just raised the count over
-// minSold: it is past its write and about to release, and a fault landing
-// there tests nothing. The bigger the batches, the likelier that is.
+// waitHolding polls until the product has at least minSold orders and r
+// is inside a purchase's critical section (it holds the product's lock),
+// and returns r's metrics at that moment. The caller acts on r at once:
+// with a chaos pause, r stays inside for the pause's length, far longer
+// than a scrape. The hold may be past its write (see waitHoldStart); a
+// kill does not mind.
 func waitHolding(ctx context.Context, r, observer *replica, id, minSold int64, timeout time.Duration) (metrics, error) {
+	return waitHold(ctx, r, observer, id, minSold, false, timeout)
+}
+
+// waitHoldStart is waitHolding for a hold that began after the orders
+// were counted, seen at its start: before its write (with a chaos pause,
+// for the pause's length). A hold that is merely seen is often the one
+// whose own write just raised the count over minSold: past its write and
+// about to release, where a SIGSTOP or a Redis restart tests nothing. The
+// bigger the batches, the likelier that is.
+func waitHoldStart(ctx context.Context, r, observer *replica, id, minSold int64, timeout time.Duration) (metrics, error) {
+	return waitHold(ctx, r, observer, id, minSold, true, timeout)
+}
+
+func waitHold(ctx context.Context, r, observer *replica, id, minSold int64, fresh bool, timeout time.Duration) (metrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var m metrics
@@ -305,6 +340,9 @@ func waitHolding(ctx context.Context, r, observer *replica, id, minSold int64, t
 			var err error
 			if m, err = scrape(ctx, r); err != nil {
 				return false, nil
+			}
+			if !fresh {
+				return m.held() >= 1, nil
 			}
 			counted, seen = true, m.acquisitions()
 			return false, nil

@@ -9,12 +9,12 @@
 // detector). Each test starts its own redis-server processes
 // (internal/redistest) and 2 or 3 `seckill serve` replicas on free
 // 127.0.0.1 ports, sharing one database, each with its own log file; it
-// waits for /readyz by polling, then reads the product through every
-// replica at once, so that their database connections are open before the
-// sale. The database is a SQLite file in the test's temp directory or, in
-// the scenarios whose names end in Postgres, a database of the test's own
-// (DATABASE=postgres://...) on one PostgreSQL server that the suite starts
-// (internal/pgtest). Every process is stopped by PID when the test ends,
+// waits for /readyz by polling. The database is a SQLite file in the
+// test's temp directory or, in the scenarios whose names end in Postgres,
+// a database of the test's own (DATABASE=postgres://...) on one PostgreSQL
+// server that the suite starts (internal/pgtest); there the test reads the
+// product through every replica at once before the sale, so that their
+// connections to the server are open when it starts. Every process is stopped by PID when the test ends,
 // pass or fail (SIGCONT first, for one a scenario left stopped); the tail
 // of each replica's log is printed when a test fails. A missing
 // redis-server or PostgreSQL fails the run with a message: a suite that
@@ -85,10 +85,13 @@
 // dead connections roll back what they had not committed, the woken
 // holder's fenced write matches no row once a newer holder has claimed,
 // and without the fence the row locks and transactions do not stop its
-// stale write-back from overselling. The kill uses 80 items there instead
-// of 40: every statement is a round trip to another process, buyers queue
-// up into bigger batches on a loaded machine, and one batch of the victim's
-// could otherwise sell out before the kill.
+// stale write-back from overselling. Those sales have more items (80
+// instead of 40 for the kill, 150 instead of 60 for the stall and the
+// restart) at the same rate and length: every statement is a round trip to
+// another process, buyers queue up into bigger batches on a loaded
+// machine, and one batch could otherwise sell out what was left before the
+// fault could be seen (no write left for the fence to refuse, no sale left
+// to resume).
 //
 // The default is the short form that CI runs within `go test -race ./...`:
 // sales of a few seconds and a few dozen items. FAULTTEST_LONG=1 makes the

@@ -52,13 +52,7 @@ func killReplica(t *testing.T, db database, control bool) {
 	b := c.replica("b", env)
 	cc := c.replica("c", env)
 
-	stock := pick(40, 300)
-	if db == postgres {
-		// Each PostgreSQL statement is a round trip to another process,
-		// so on a loaded machine buyers queue up into bigger batches, and
-		// one batch of the victim's could sell all of 40 before the kill.
-		stock = pick(80, 300)
-	}
+	stock := stockFor(db, 40, 80, 300)
 	id := createProduct(t, b, stock)
 	minSold := int64(5)
 
@@ -99,6 +93,7 @@ func killReplica(t *testing.T, db database, control bool) {
 	rate := pick(100, 150)
 	cfg := saleConfig(id, rate, pick(6*time.Second, 12*time.Second), b, cc, a)
 	cfg.ExpectOversell = control
+	c.warmUp(cfg)
 	rep := runSale(t, cfg, fault)
 
 	t.Logf("killed %s (pid %d) with %d sold; lock in Redis after the kill: owner %q, %v left; first order after the kill %v later",

@@ -51,7 +51,7 @@ func restartRedis(t *testing.T, db database, control bool) {
 	a := c.replica("a", with(env, "CHAOS_PAUSE", "300ms"))
 	b := c.replica("b", env)
 
-	stock := pick(60, 200)
+	stock := stockFor(db, 60, 150, 200)
 	id := createProduct(t, b, stock)
 	srv := c.redis[0]
 
@@ -59,7 +59,7 @@ func restartRedis(t *testing.T, db database, control bool) {
 	var soldAtRestart int64
 	fault := func(ctx context.Context) error {
 		for attempt := 1; attempt <= maxFaultAttempts; attempt++ {
-			before, err := waitHolding(ctx, a, b, id, 3, 30*time.Second)
+			before, err := waitHoldStart(ctx, a, b, id, 3, 30*time.Second)
 			if err != nil {
 				return fmt.Errorf("attempt %d: %w; before it: %v", attempt, err, notes)
 			}
@@ -102,6 +102,7 @@ func restartRedis(t *testing.T, db database, control bool) {
 	}
 	cfg := saleConfig(id, pick(60, 100), pick(6*time.Second, 15*time.Second), b, a)
 	cfg.ExpectOversell = control
+	c.warmUp(cfg)
 	rep := runSale(t, cfg, fault)
 	for _, l := range notes {
 		t.Log(l)
