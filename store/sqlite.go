@@ -12,7 +12,7 @@ import (
 
 // ErrNoCgo is returned by Open when the binary was built without cgo and
 // the database is a SQLite file: the SQLite driver is C code.
-var ErrNoCgo = errors.New("store: this binary was built with CGO_ENABLED=0, but the SQLite driver needs cgo: install a C compiler (Debian/Ubuntu: apt-get install -y gcc) and build with CGO_ENABLED=1")
+var ErrNoCgo = errors.New("store: this binary was built with CGO_ENABLED=0, but the SQLite driver needs cgo: install a C compiler (Debian/Ubuntu: apt-get install -y gcc) and build with CGO_ENABLED=1, or use a postgres:// DATABASE, which needs no cgo")
 
 // busyTimeout is how long a statement waits for another connection's write
 // lock before failing. Writes are short (one product row, one order), so
