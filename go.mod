@@ -9,6 +9,7 @@ require (
 )
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/jackc/pgx/v5 v5.10.0
 	golang.org/x/term v0.40.0
 	gorm.io/driver/postgres v1.6.3

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -68,6 +69,14 @@ type Config struct {
 	// tests only; never in production. (none and local never fence.)
 	UnsafeNoFence bool
 
+	// UnsafeCounterTokens (UNSAFE_COUNTER_TOKENS, no flag) makes the lock
+	// issue each fencing token as the last one plus one, the server's clock
+	// only when the counter is missing (lock.Options.UnsafeCounterTokens).
+	// After a Redis restart from a stale snapshot the tokens go backwards,
+	// and the fence refuses every purchase until the counter catches up.
+	// For the fault tests' negative control only; never in production.
+	UnsafeCounterTokens bool
+
 	// ChaosPause (CHAOS_PAUSE, -chaos-pause) makes a lock holder sleep this
 	// long inside the critical section, after its checks and before its
 	// writes, with probability ChaosProb (CHAOS_PROB, -chaos-prob, 0..1).
@@ -82,6 +91,62 @@ type Config struct {
 
 	LogLevel        slog.Level    // LOG_LEVEL, -log-level: debug, info, warn or error
 	ShutdownTimeout time.Duration // SHUTDOWN_TIMEOUT, -shutdown-timeout: wait for in-flight requests
+
+	// ReadTimeout (READ_TIMEOUT, -read-timeout) bounds the reading of a
+	// whole request, headers and body: a client that sends its headers and
+	// then drips its body holds a connection and a goroutine no longer
+	// (408 request_timeout, then the connection is closed).
+	ReadTimeout time.Duration
+	// WriteTimeout (WRITE_TIMEOUT, -write-timeout) bounds a request from
+	// the end of its headers to the end of its response; past it the
+	// connection is cut. It must be longer than the longest wait a request
+	// may make inside the service (RequestWait), or buyers waiting their
+	// turn would lose answers they are owed. 0, the default, derives it:
+	// see HTTPWriteTimeout.
+	WriteTimeout time.Duration
+	// IdleTimeout (IDLE_TIMEOUT, -idle-timeout) closes a keep-alive
+	// connection that has carried no request for that long. It is longer
+	// than a proxy's own idle limit for its upstream connections (nginx:
+	// 60 s), so that the proxy closes first and never sends a request on a
+	// connection the service is closing.
+	IdleTimeout time.Duration
+}
+
+// writeTimeoutMargin is what a derived write timeout allows beyond the
+// body's read and the waits: the database work and the response.
+const writeTimeoutMargin = 5 * time.Second
+
+// RequestWait is the longest a request may wait inside the service before
+// its own work: for the product's lock (LockWait), and in the chaos pause
+// of fault injection. Every new wait of a request belongs in this sum.
+func (c Config) RequestWait() time.Duration {
+	return addDurations(c.LockWait, c.ChaosPause)
+}
+
+// HTTPWriteTimeout is the server's write timeout: WriteTimeout when set,
+// else ReadTimeout (the body may still be arriving when the write
+// deadline starts) + RequestWait + 5 s for the database and the response.
+func (c Config) HTTPWriteTimeout() time.Duration {
+	if c.WriteTimeout > 0 {
+		return c.WriteTimeout
+	}
+	return addDurations(c.ReadTimeout, c.RequestWait(), writeTimeoutMargin)
+}
+
+// addDurations adds the positive durations of ds, stopping at the largest
+// time.Duration instead of overflowing into a negative one.
+func addDurations(ds ...time.Duration) time.Duration {
+	var sum time.Duration
+	for _, d := range ds {
+		if d <= 0 {
+			continue
+		}
+		if sum > math.MaxInt64-d {
+			return math.MaxInt64
+		}
+		sum += d
+	}
+	return sum
 }
 
 // Defaults of the batching settings. See README.md ("Group commit") for
@@ -107,6 +172,8 @@ func DefaultConfig() Config {
 		ChaosProb:       1,
 		LogLevel:        slog.LevelInfo,
 		ShutdownTimeout: 15 * time.Second,
+		ReadTimeout:     10 * time.Second,
+		IdleTimeout:     120 * time.Second,
 	}
 }
 
@@ -136,7 +203,7 @@ func (c Config) Validate() error {
 	if c.ChaosPause < 0 {
 		errs = append(errs, fmt.Errorf("chaos pause %v: must not be negative", c.ChaosPause))
 	}
-	if c.ChaosProb < 0 || c.ChaosProb > 1 {
+	if !(c.ChaosProb >= 0 && c.ChaosProb <= 1) { // NaN too
 		errs = append(errs, fmt.Errorf("chaos probability %v: must be from 0 to 1", c.ChaosProb))
 	}
 	if c.ShutdownTimeout <= 0 {
@@ -146,6 +213,19 @@ func (c Config) Validate() error {
 	// dialled, and with its password masked.
 	if err := store.Check(c.Database); err != nil {
 		errs = append(errs, err)
+	}
+	if c.ReadTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("read timeout %v: must be positive", c.ReadTimeout))
+	}
+	if c.WriteTimeout < 0 {
+		errs = append(errs, fmt.Errorf("write timeout %v: must not be negative (0 derives it)", c.WriteTimeout))
+	} else if c.WriteTimeout > 0 && c.WriteTimeout <= c.RequestWait() {
+		errs = append(errs, fmt.Errorf("write timeout %v: must be longer than a request's longest wait, %v (lock wait + chaos pause); or 0, which derives it", c.WriteTimeout, c.RequestWait()))
+	} else if c.HTTPWriteTimeout() <= c.RequestWait() {
+		errs = append(errs, fmt.Errorf("write timeout: cannot be derived: lock wait %v + chaos pause %v is longer than any timeout", c.LockWait, c.ChaosPause))
+	}
+	if c.IdleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("idle timeout %v: must be positive", c.IdleTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -170,11 +250,15 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	env.integer(&cfg.BatchMax, "BATCH_MAX")
 	env.integer(&cfg.QueueMax, "QUEUE_MAX")
 	env.boolean(&cfg.UnsafeNoFence, "UNSAFE_NO_FENCE")
+	env.boolean(&cfg.UnsafeCounterTokens, "UNSAFE_COUNTER_TOKENS")
 	env.duration(&cfg.ChaosPause, "CHAOS_PAUSE")
 	env.float(&cfg.ChaosProb, "CHAOS_PROB")
 	level := cfg.LogLevel.String()
 	env.str(&level, "LOG_LEVEL")
 	env.duration(&cfg.ShutdownTimeout, "SHUTDOWN_TIMEOUT")
+	env.duration(&cfg.ReadTimeout, "READ_TIMEOUT")
+	env.duration(&cfg.WriteTimeout, "WRITE_TIMEOUT")
+	env.duration(&cfg.IdleTimeout, "IDLE_TIMEOUT")
 	if err := errors.Join(env.errs...); err != nil {
 		return cfg, err
 	}
@@ -190,13 +274,16 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	fs.DurationVar(&cfg.LockTTL, "lock-ttl", cfg.LockTTL, "lock lease (env LOCK_TTL)")
 	fs.DurationVar(&cfg.LockWait, "lock-wait", cfg.LockWait, "longest wait for a lock before 503 busy (env LOCK_WAIT)")
 	fs.BoolVar(&cfg.LockRenew, "lock-renew", cfg.LockRenew, "renew leases in the background (env LOCK_RENEW)")
-	fs.IntVar(&cfg.BatchMax, "batch-max", cfg.BatchMax, "most purchases of one product served per lock hold (group commit); 1 serves them one at a time (env BATCH_MAX)")
-	fs.IntVar(&cfg.QueueMax, "queue-max", cfg.QueueMax, "most purchases of one product waiting in this replica; more get 503 busy at once (env QUEUE_MAX)")
+	fs.Var((*decimal)(&cfg.BatchMax), "batch-max", "most purchases of one product served per lock hold (group commit); 1 serves them one at a time (env BATCH_MAX)")
+	fs.Var((*decimal)(&cfg.QueueMax), "queue-max", "most purchases of one product waiting in this replica; more get 503 busy at once (env QUEUE_MAX)")
 	fs.BoolVar(&cfg.UnsafeNoFence, "unsafe-no-fence", cfg.UnsafeNoFence, "UNSAFE, for demonstrations: turn fencing off in redis mode, so a holder whose lease ran out can oversell (env UNSAFE_NO_FENCE)")
 	fs.DurationVar(&cfg.ChaosPause, "chaos-pause", cfg.ChaosPause, "fault injection: lock holders sleep this long between their checks and their writes (env CHAOS_PAUSE)")
 	fs.Float64Var(&cfg.ChaosProb, "chaos-prob", cfg.ChaosProb, "fault injection: `probability` (0..1) of the chaos pause (env CHAOS_PROB)")
 	fs.StringVar(&level, "log-level", level, "log `level`: debug, info, warn or error (env LOG_LEVEL)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long shutdown waits for in-flight requests (env SHUTDOWN_TIMEOUT)")
+	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", cfg.ReadTimeout, "longest read of a whole request, body included (env READ_TIMEOUT)")
+	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "longest time from a request's headers to the end of its response; longer than -lock-wait; 0 derives it: read timeout + lock wait + chaos pause + 5s (env WRITE_TIMEOUT)")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "close keep-alive connections idle this long (env IDLE_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -214,6 +301,25 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 		return cfg, fmt.Errorf("log level %q: want debug, info, warn or error", level)
 	}
 	return cfg, cfg.Validate()
+}
+
+// decimal is an int flag read in base 10 only, as its environment variable
+// is: flag.IntVar would read "010" as octal 8 and "0x10" as 16.
+type decimal int
+
+func (d *decimal) String() string { return strconv.Itoa(int(*d)) }
+
+func (d *decimal) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		var num *strconv.NumError
+		if errors.As(err, &num) {
+			return num.Err
+		}
+		return err
+	}
+	*d = decimal(n)
+	return nil
 }
 
 // envReader parses environment variables into config fields, keeping the

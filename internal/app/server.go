@@ -88,8 +88,12 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 		Metrics:    s.metrics,
 	})
 	s.http = &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler: s.handler,
+		// The header's own limit, within the whole request's.
+		ReadHeaderTimeout: min(10*time.Second, cfg.ReadTimeout),
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.HTTPWriteTimeout(),
+		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	return s, nil
@@ -106,10 +110,14 @@ func (s *Server) newLocker(ctx context.Context) (seckill.Locker, error) {
 		return newLocalLocker(s.cfg.LockWait, s.metrics), nil
 	}
 	opts := lock.Options{
-		TTL:            s.cfg.LockTTL,
-		WaitTimeout:    s.cfg.LockWait,
-		DisableRenewal: !s.cfg.LockRenew,
-		Observer:       s.metrics,
+		TTL:                 s.cfg.LockTTL,
+		WaitTimeout:         s.cfg.LockWait,
+		DisableRenewal:      !s.cfg.LockRenew,
+		Observer:            s.metrics,
+		UnsafeCounterTokens: s.cfg.UnsafeCounterTokens,
+	}
+	if s.cfg.UnsafeCounterTokens {
+		s.log.Warn("UNSAFE: fencing tokens are the last token plus one; they go backwards after a restart from a stale snapshot")
 	}
 	if len(s.cfg.RedisAddrs) > 0 {
 		return s.newRedlock(ctx, opts)

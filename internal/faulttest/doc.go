@@ -20,6 +20,13 @@
 // redis-server or PostgreSQL fails the run with a message: a suite that
 // skips itself proves nothing.
 //
+// A test binary killed before its clean-up (go test's -timeout, a CI
+// runner, a second Ctrl-C) takes its processes with it: they are started
+// by internal/procutil with a parent-death signal. TestKilledTestLeavesNoChildren
+// kills a child test process with SIGKILL while it buys from its own
+// replica and redis-server, and finds both gone; its control, with the
+// signal switched off, finds both still running and then kills them.
+//
 // Faults are timed by what can be observed, never by sleeping: a number of
 // orders made (GET /api/v1/products/:id), a replica holding the product's
 // lock (its /metrics: acquisitions minus releases), busy answers counted.
@@ -33,7 +40,8 @@
 // there was, every 201 matched by an order (allowing for requests whose
 // outcome is unknown, such as those cut by a kill), no user with two
 // orders. And each has a negative control: the same scenario with its
-// protection switched off must oversell, or lose leases, as listed below.
+// protection switched off must oversell, lose leases, or stall, as listed
+// below.
 //
 // The scenarios, what the lock and the fence do in each, and the negative
 // control that shows the scenario would catch the failure it is about:
@@ -77,6 +85,18 @@
 //	  outcome:  no lease lost, no fence rejection
 //	  control:  LOCK_RENEW=false loses every lease; the fence refuses the
 //	            late writes and still keeps the sale exact
+//
+//	Scenario 6: restart the single Redis from a snapshot taken earlier in
+//	            the sale (SAVE, more purchases, restart)
+//	  lock:     the fence counter comes back older than the tokens issued
+//	            since; the next token is the server's clock, still larger
+//	  fence:    accepts the next holder's claim: at most one rejection
+//	            per replica after the restart
+//	  outcome:  nothing oversold, the orders' fences never decrease,
+//	            the sale resumes at once
+//	  control:  UNSAFE_COUNTER_TOKENS=true (last token + 1) reissues
+//	            tokens the store has seen: the fence refuses every
+//	            purchase until the counter catches up, a stall of 503s
 //
 // Scenarios 1, 2 (and its control) and 3 also run on PostgreSQL. There a
 // holder's claim and write are statements on a server that other replicas

@@ -219,9 +219,9 @@ func TestSoldOutSkipsLock(t *testing.T) {
 // staleHolder runs the race the fence exists for, deterministically: buyer
 // A takes the lock and, in the critical section, stalls until buyer B (on
 // another replica) has finished a whole purchase. A's lease (no renewal,
-// short TTL) runs out meanwhile, which is what lets B in. It returns A's
-// error and the product afterwards.
-func staleHolder(t *testing.T, db string, unfenced bool) (error, *seckill.Product, *counts) {
+// short TTL) runs out meanwhile, which is what lets B in. It returns the
+// product afterwards, the counts of A's service, and A's error.
+func staleHolder(t *testing.T, db string, unfenced bool) (*seckill.Product, *counts, error) {
 	e := newEnvOn(t, db)
 	stA, stB := e.store(), e.store()
 	p := e.product(stA, 2)
@@ -264,12 +264,12 @@ func staleHolder(t *testing.T, db string, unfenced bool) (error, *seckill.Produc
 	if perr != nil {
 		t.Fatal(perr)
 	}
-	return err, got, rec
+	return got, rec, err
 }
 
 func TestStaleHolderFenced(t *testing.T) {
 	eachDB(t, func(t *testing.T, db string) {
-		errA, p, rec := staleHolder(t, db, false)
+		p, rec, errA := staleHolder(t, db, false)
 		if !errors.Is(errA, seckill.ErrFenceRejected) || !errors.Is(errA, seckill.ErrBusy) {
 			t.Fatalf("A: got %v, want ErrFenceRejected (matching ErrBusy)", errA)
 		}
@@ -284,7 +284,7 @@ func TestStaleHolderFenced(t *testing.T) {
 
 func TestStaleHolderUnfenced(t *testing.T) {
 	eachDB(t, func(t *testing.T, db string) {
-		errA, p, _ := staleHolder(t, db, true)
+		p, _, errA := staleHolder(t, db, true)
 		if errA != nil {
 			t.Fatalf("A: got %v, want nil (nothing stops the stale write)", errA)
 		}
