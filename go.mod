@@ -10,10 +10,17 @@ require (
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
+	github.com/jackc/pgx/v5 v5.10.0
 	golang.org/x/term v0.40.0
+	gorm.io/driver/postgres v1.6.3
 )
 
-require github.com/yuin/gopher-lua v1.1.1 // indirect
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.2 // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
+)
 
 require (
 	github.com/bytedance/gopkg v0.1.3 // indirect
