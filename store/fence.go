@@ -38,8 +38,9 @@ func (s *Store) ClaimFence(ctx context.Context, productID, token int64) error {
 // adds len(orders) to its sold count and inserts the orders, all only while
 // the product's fence equals token; otherwise it writes nothing and returns
 // an error matching seckill.ErrFenceRejected. The product write goes first:
-// once it has matched, this transaction holds SQLite's write lock until
-// commit, so the fence cannot move between it and the insert. The stock is
+// once it has matched, this transaction holds the write lock (SQLite's on
+// the file, PostgreSQL's on the row) until commit, so the fence cannot move
+// between it and the insert. The stock is
 // guarded by the fence alone, not by "stock > 0": the fence is what must
 // prevent an oversell (see package seckill). It sets the orders' ids.
 func (s *Store) PlaceOrders(ctx context.Context, productID, token, newStock int64, orders []*seckill.Order) error {
@@ -51,7 +52,13 @@ func (s *Store) PlaceOrders(ctx context.Context, productID, token, newStock int6
 		if res.RowsAffected == 0 {
 			return fmt.Errorf("store: place %d order(s) for product %d under fence %d: %w", len(orders), productID, token, seckill.ErrFenceRejected)
 		}
-		return insertOrders(tx, orders)
+		if err := insertOrders(tx, orders); err != nil {
+			return err
+		}
+		if s.beforeCommit != nil {
+			s.beforeCommit()
+		}
+		return nil
 	})
 }
 

@@ -11,19 +11,21 @@ import (
 )
 
 func (r orderRow) order() *seckill.Order {
-	return &seckill.Order{ID: r.ID, ProductID: r.ProductID, UserID: r.UserID, Fence: r.Fence, CreatedAt: r.CreatedAt}
+	// PostgreSQL returns times in the process's time zone; orders are
+	// written and shown in UTC.
+	return &seckill.Order{ID: r.ID, ProductID: r.ProductID, UserID: r.UserID, Fence: r.Fence, CreatedAt: r.CreatedAt.UTC()}
 }
 
 // HasOrder reports whether userID already has an order for the product.
 func (s *Store) HasOrder(ctx context.Context, productID int64, userID string) (bool, error) {
-	var n int
+	var found bool // SQLite answers 0 or 1, PostgreSQL a boolean
 	err := s.db.WithContext(ctx).
 		Raw("SELECT EXISTS (SELECT 1 FROM orders WHERE product_id = ? AND user_id = ?)", productID, userID).
-		Scan(&n).Error
+		Scan(&found).Error
 	if err != nil {
 		return false, fmt.Errorf("store: order of user %q for product %d: %w", userID, productID, err)
 	}
-	return n != 0, nil
+	return found, nil
 }
 
 // Buyers returns which of userIDs have an order for the product, with one

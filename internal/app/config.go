@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill-ref/seckill/store"
 )
 
 // LockMode selects what guards a product's stock during a purchase.
@@ -40,7 +42,10 @@ type Config struct {
 	// independent Redis masters; when set, the lock is a Redlock over them
 	// and RedisAddr is not used.
 	RedisAddrs []string
-	Database   string   // DATABASE, -database: SQLite file, shared by replicas on one host
+	// Database (DATABASE, -database) is a postgres:// or postgresql://
+	// URL, for replicas on any number of hosts, or else the path of a
+	// SQLite file, shared by replicas on one host (package store).
+	Database   string
 	AdminToken string   // ADMIN_TOKEN, -admin-token: bearer token of the admin routes
 	Lock       LockMode // LOCK, -lock: redis, none or local
 
@@ -204,8 +209,10 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("shutdown timeout %v: must be positive", c.ShutdownTimeout))
 	}
-	if c.Database == "" {
-		errs = append(errs, errors.New("database: must not be empty"))
+	// Without connecting: a malformed URL is reported before Redis is
+	// dialled, and with its password masked.
+	if err := store.Check(c.Database); err != nil {
+		errs = append(errs, err)
 	}
 	if c.ReadTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("read timeout %v: must be positive", c.ReadTimeout))
@@ -261,7 +268,7 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen `address` (env ADDR)")
 	fs.StringVar(&cfg.RedisAddr, "redis-addr", cfg.RedisAddr, "Redis `host:port` of the lock (env REDIS_ADDR)")
 	fs.StringVar(&addrs, "redis-addrs", addrs, "comma-separated `host:port` list of 3 or more independent Redis masters: lock with Redlock over them instead of -redis-addr (env REDIS_ADDRS)")
-	fs.StringVar(&cfg.Database, "database", cfg.Database, "SQLite database `file` (env DATABASE)")
+	fs.StringVar(&cfg.Database, "database", cfg.Database, "`database`: a postgres://user:password@host:5432/name URL, or a SQLite file path (env DATABASE)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", cfg.AdminToken, "bearer `token` of the admin routes; random and printed once when empty (env ADMIN_TOKEN)")
 	fs.StringVar(&lock, "lock", lock, "lock `mode`: redis, none (no lock: oversells) or local (in-process mutex: oversells with 2 replicas) (env LOCK)")
 	fs.DurationVar(&cfg.LockTTL, "lock-ttl", cfg.LockTTL, "lock lease (env LOCK_TTL)")

@@ -68,10 +68,17 @@ func TestParseConfigErrors(t *testing.T) {
 		{nil, []string{"-log-level", "loud"}, "log level"},
 		{nil, []string{"-nope"}, "nope"},
 		{nil, []string{"extra"}, "extra"},
+		{map[string]string{"DATABASE": "postgres://shop:s3cret@db:x/shop"}, nil, "port"},
+		{nil, []string{"-database", "postgresql://shop:s3cret@[db/shop"}, "malformed"},
+		{nil, []string{"-database", "mysql://shop:s3cret@db/shop"}, "postgres://"},
+		{nil, []string{"-database", ""}, "database path"},
 	} {
 		_, err := app.ParseConfig("serve", tt.args, envOf(tt.env), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("env %v args %v: got %v, want an error mentioning %q", tt.env, tt.args, err, tt.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("env %v args %v: error %q shows the password", tt.env, tt.args, err)
 		}
 	}
 	if _, err := app.ParseConfig("serve", []string{"-h"}, envOf(nil), io.Discard); !errors.Is(err, flag.ErrHelp) {

@@ -19,6 +19,8 @@ import (
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-ref/seckill/store"
 )
 
 // Command is one subcommand of the program. Those defined outside this
@@ -115,7 +117,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		redisAt = "redlock:" + strings.Join(cfg.RedisAddrs, ",")
 	}
 	logger.Info("serving", "addr", ln.Addr().String(), "lock", cfg.Lock, "redis", redisAt,
-		"database", cfg.Database, "lock_ttl", cfg.LockTTL, "lock_wait", cfg.LockWait, "lock_renew", cfg.LockRenew,
+		"database", store.Redact(cfg.Database), "lock_ttl", cfg.LockTTL, "lock_wait", cfg.LockWait, "lock_renew", cfg.LockRenew,
 		"batch_max", cfg.BatchMax, "queue_max", cfg.QueueMax)
 	if cfg.ChaosPause > 0 {
 		logger.Warn("chaos: lock holders pause inside the critical section", "pause", cfg.ChaosPause, "probability", cfg.ChaosProb)

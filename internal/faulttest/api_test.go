@@ -139,10 +139,13 @@ const (
 	mBusy            = `seckill_purchases_total{outcome="busy"}`
 )
 
+// acquisitions is how many times the replica has taken a lock.
+func (m metrics) acquisitions() float64 { return m[mAcqUncontended] + m[mAcqContended] }
+
 // held is how many locks the replica holds: every Acquire is matched by
 // one Release, lost lease or not, so the difference is the purchases
 // inside their critical section right now (at most one per product).
-func (m metrics) held() float64 { return m[mAcqUncontended] + m[mAcqContended] - m[mReleases] }
+func (m metrics) held() float64 { return m.acquisitions() - m[mReleases] }
 
 // fenceRejections is the writes the fence refused, both stages.
 func (m metrics) fenceRejections() float64 { return m[mFenceClaim] + m[mFenceWrite] }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seckill-ref/seckill/internal/pgproc"
+	"github.com/seckill-ref/seckill/internal/pgtest"
 	"github.com/seckill-ref/seckill/internal/procutil"
 	"github.com/seckill-ref/seckill/internal/redisproc"
 )
@@ -25,8 +27,9 @@ var seckillBin string
 // show in a normal build; the service's own races are the business of its
 // package tests.
 //
-// A missing redis-server or a failed build is a failure with a message,
-// never a skip: a suite that quietly does not run proves nothing.
+// A missing redis-server or PostgreSQL, or a failed build, is a failure
+// with a message, never a skip: a suite that quietly does not run proves
+// nothing.
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -34,6 +37,10 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		fmt.Fprintln(os.Stderr, "faulttest: FAIL:", redisproc.ErrNotInstalled)
+		return 1
+	}
+	if _, err := pgproc.BinDir(); err != nil {
+		fmt.Fprintln(os.Stderr, "faulttest: FAIL:", err)
 		return 1
 	}
 	if bin := os.Getenv(seckillBinEnv); bin != "" {
@@ -52,7 +59,9 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "faulttest: FAIL:", err)
 		return 1
 	}
-	return m.Run()
+	// The PostgreSQL scenarios share one server, started by the first of
+	// them and stopped when the tests are done.
+	return pgtest.Main(m)
 }
 
 // build compiles the module's main package to bin. go test puts its own Go

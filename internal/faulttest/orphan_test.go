@@ -167,7 +167,7 @@ func TestOrphanScenarioChild(t *testing.T) {
 	if os.Getenv(orphanNoPdeathsigEnv) != "" {
 		procutil.SetParentDeathSignal(false)
 	}
-	c := newCluster(t, 1)
+	c := newCluster(t, 1, sqlite)
 	r := c.replica("orphan", nil)
 	id := createProduct(t, r, 1_000_000)
 	var b strings.Builder

@@ -49,7 +49,7 @@ const (
 
 func staleSnapshot(t *testing.T, control bool) {
 	const ttl = time.Second
-	c := newCluster(t, 1)
+	c := newCluster(t, 1, sqlite)
 	env := map[string]string{"LOCK_TTL": ttl.String(), "LOCK_WAIT": "2s"}
 	if control {
 		env = with(env, "UNSAFE_COUNTER_TOKENS", "true")

@@ -3,7 +3,7 @@ package seckill
 import "context"
 
 // Store keeps products and orders. Package store implements it over
-// SQLite; every statement lives there. Reading a product, and a page of its
+// SQLite or PostgreSQL; every statement lives there. Reading a product, and a page of its
 // orders by cursor, costs the same however many orders it has. Lookups of a missing product return
 // an error matching ErrNotFound; an order that would be a user's second for
 // a product returns one matching ErrAlreadyPurchased (a unique index, so
