@@ -134,6 +134,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.IntVar(&cfg.MaxWorkers, "max-workers", 0, "most attack workers and connections per target (default 256; a burst: one per buyer, up to 5000)")
 	fs.StringVar(&cfg.Out, "out", "", "write Vegeta's results to this `file` (gob, for vegeta report and vegeta plot)")
 	fs.StringVar(&cfg.Plot, "plot", "", "write Vegeta's HTML latency plot to this file")
+	fs.StringVar(&cfg.Report, "report", "", "write the report as a self-contained HTML page with charts to this `file`")
+	fs.StringVar(&cfg.ReportJSON, "report-json", "", "write the report as JSON to this `file`")
 	fs.BoolVar(&cfg.ExpectOversell, "expect-oversell", false, "exit 0 only if an oversell is detected (for the broken lock modes)")
 	progress := fs.String("progress", "auto", "progress line: auto, inplace, lines or off")
 	mix := fs.String("mix", "", "mix reads and restocks into the sale for the linearizability check, e.g. reads=10%,restocks=1/s (restocks need the admin token)")

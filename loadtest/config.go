@@ -130,6 +130,16 @@ type Config struct {
 	// embeds its JavaScript, so it opens offline.
 	Plot string
 
+	// Report and ReportJSON, when set, are files that receive the report:
+	// a self-contained HTML page with charts (it opens offline), and the
+	// Report as JSON, for scripts.
+	Report, ReportJSON string
+
+	// SampleInterval is how often the product is read during the attack,
+	// for the report's chart of stock and sold as the server saw them (0
+	// means DefaultSampleInterval; negative: never).
+	SampleInterval time.Duration
+
 	// ExpectOversell inverts the verdict (Report.OK): the run is meant for a
 	// deliberately broken lock mode and passes only if an oversell is caught.
 	ExpectOversell bool
@@ -186,6 +196,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.SampleInterval == 0 {
+		cfg.SampleInterval = DefaultSampleInterval
 	}
 	switch {
 	case cfg.Buyers < 0 || cfg.BurstWindow < 0:

@@ -13,10 +13,11 @@ import (
 // numbers, and what the attack measured. It is plain data so callers (the
 // demo's table, CI) can pick fields; WriteText prints it for a person.
 type Report struct {
-	// Targets are the base URLs attacked, round-robin, and Shape the load
-	// sent (Config.Shape).
+	// Targets are the base URLs attacked, round-robin, Shape the load sent
+	// (Config.Shape) and Mix the reads and restocks mixed into it.
 	Targets []string
 	Shape   string
+	Mix     Mix
 	// ProductID is the product sold; UserPrefix starts every user id of this
 	// run.
 	ProductID  int64
@@ -52,6 +53,10 @@ type Report struct {
 	LastPurchase, SoldOutAt time.Duration
 	// Latency covers all requests, PurchaseLatency the 201s only.
 	Latency, PurchaseLatency Latency
+	// Timeline is the attack step by step, and Samples the product as the
+	// server answered during it: the charts of the HTML report.
+	Timeline Timeline
+	Samples  []Sample
 
 	// Invariants holds the result of Check. Oversold is true when any safety
 	// invariant failed, Undersold when the liveness check warned.

@@ -27,7 +27,8 @@ const attackName = "sale"
 // The error is non-nil when there is no verdict to give: an invalid Config
 // (wrapping ErrInvalidConfig), a target that cannot be reached or refuses the
 // set-up, a verification that could not read the product back, or a results
-// or plot file that could not be written (the Report is then complete).
+// or plot file, or a report file, that could not be written (the Report is
+// then complete).
 //
 // When ctx ends during the attack, Run stops sending, aborts requests in
 // flight and still verifies (within Config.Timeout), because an interrupted
@@ -58,6 +59,9 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 		return Report{}, err
 	}
 	hist.initial(cfg, apis[0].base, setUpCall, before)
+	if err := createReportFiles(cfg); err != nil {
+		return Report{}, err
+	}
 	rec, err := newRecorder(cfg.Out, cfg.Plot, fmt.Sprintf("seckill sale of product %d", before.ID))
 	if err != nil {
 		return Report{}, err
@@ -74,7 +78,9 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	if progressW == nil {
 		progressW = w
 	}
+	smp := startSampler(ctx, apis[0], before.ID, cfg.SampleInterval, time.Now())
 	t, b, stopped := attack(ctx, cfg, tr, before.ID, prefix, rec, side, progressW)
+	samples := smp.stop(t.start)
 	recErr := rec.close()
 
 	vctx := ctx
@@ -107,6 +113,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 		StockUnknown:  !side.restocks.known,
 	})
 	rep := newReport(cfg, before, after, orders, prefix, t, invariants, stopped)
+	rep.addCharts(t, samples)
 	rep.Reads, rep.Restocks = side.reads, side.restocks.sent
 	rep.Linearizability, rep.History, err = checkRun(cfg, hist, prefix, orders, listed)
 	recErr = errors.Join(recErr, err)
@@ -117,6 +124,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	if err := rep.WriteText(w); err != nil {
 		recErr = errors.Join(recErr, err)
 	}
+	recErr = errors.Join(recErr, rep.writeReportFiles(cfg))
 	return rep, recErr
 }
 
@@ -211,6 +219,7 @@ func newReport(cfg Config, before, after Product, orders []Order, prefix string,
 	rep := Report{
 		Targets:   cfg.Targets,
 		Shape:     cfg.Shape(),
+		Mix:       cfg.Mix,
 		ProductID: before.ID, UserPrefix: prefix,
 		Before: before, After: after,
 		Requests: t.requests, Repeats: t.repeats, Created: t.created, Unknown: t.unknown,

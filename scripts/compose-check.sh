@@ -2,10 +2,12 @@
 # scripts/compose-check.sh: the docker-compose deployment, for real.
 #
 # Builds the image and starts the stack of docker-compose.yml (redis, three
-# app replicas, nginx) under a project name of its own, checks that all
-# replicas answer through the load balancer, runs the loadtest profile
-# through the load balancer (its invariant check decides), and always tears
-# the stack down with its volume, whatever happened.
+# app replicas, nginx, and Prometheus of the monitoring profile) under a
+# project name of its own, checks that all replicas answer through the load
+# balancer, runs the loadtest profile through the load balancer (its
+# invariant check decides), checks the live dashboard through nginx and
+# that Prometheus saw every replica sell, and always tears the stack down
+# with its volumes, whatever happened.
 #
 # Needs docker with the compose v2 plugin, and curl. Settings (environment):
 #   LB_PORT=8080            host port of the load balancer (loopback)
@@ -14,6 +16,9 @@
 #   LB_TIMEOUT=60           seconds for every replica to answer through nginx
 #   LOADTEST_TIMEOUT=180    seconds for the load test
 #   LOADTEST_STOCK, LOADTEST_BUYERS, LOADTEST_WINDOW: see docker-compose.yml
+#   MONITORING=1            0 leaves Prometheus out (and its check)
+#   PROM_PORT=9090          host port of Prometheus (loopback)
+#   PROM_TIMEOUT=90         seconds for Prometheus to show every replica's rate
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,13 +27,18 @@ REPLICAS=${REPLICAS:-3}
 UP_TIMEOUT=${UP_TIMEOUT:-600}
 LB_TIMEOUT=${LB_TIMEOUT:-60}
 LOADTEST_TIMEOUT=${LOADTEST_TIMEOUT:-180}
-export LB_PORT
+MONITORING=${MONITORING:-1}
+PROM_PORT=${PROM_PORT:-9090}
+PROM_TIMEOUT=${PROM_TIMEOUT:-90}
+export LB_PORT PROM_PORT
 
 # A project name of its own: containers, network and volume are
 # <project>-..., so this never touches another stack (not even a
 # `docker compose up` of the same file, whose project is "seckill").
 project="seckill-check-$(date +%s)-$$"
 compose=(docker compose -p "$project" -f docker-compose.yml)
+profiles=()
+[ "$MONITORING" = 1 ] && profiles=(--profile monitoring)
 
 log() { echo "[compose-check +$((SECONDS - t0))s] $*"; }
 t0=$SECONDS
@@ -51,7 +61,7 @@ teardown() {
 	fi
 	log "docker compose down -v"
 	# --profile: the loadtest container, if one is left, goes too.
-	timeout 120 "${compose[@]}" --profile loadtest down -v --remove-orphans --timeout 20 >/dev/null 2>&1 \
+	timeout 120 "${compose[@]}" --profile loadtest --profile monitoring down -v --remove-orphans --timeout 20 >/dev/null 2>&1 \
 		|| echo "compose-check: teardown of project $project failed; run: docker compose -p $project down -v" >&2
 	echo "compose-check: $result in $((SECONDS - t0))s ($project:${phases})"
 	exit "$rc"
@@ -63,10 +73,10 @@ trap 'exit 143' TERM
 # 1. Build and start; --wait returns once every service is running and
 # every health check passes (redis ping, each replica's /readyz).
 # timeout --foreground: a Ctrl-C still reaches docker compose.
-log "up -d --build --wait (project $project, port $LB_PORT)"
+log "up -d --build --wait (project $project, port $LB_PORT${profiles[*]:+, ${profiles[*]}})"
 t=$SECONDS
 result="FAIL (build or start)"
-timeout --foreground "$UP_TIMEOUT" "${compose[@]}" up -d --build --wait --wait-timeout "$UP_TIMEOUT"
+timeout --foreground "$UP_TIMEOUT" "${compose[@]}" "${profiles[@]}" up -d --build --wait --wait-timeout "$UP_TIMEOUT"
 phases+=" up $((SECONDS - t))s"
 running=$("${compose[@]}" ps --status running -q app | wc -l)
 log "stack healthy; $running app replicas running"
@@ -123,4 +133,54 @@ if [ "$lt" -ne 0 ]; then
 	exit "$lt"
 fi
 
-result="OK: $REPLICAS replicas behind nginx, loadtest invariants held"
+# 4. The live dashboard through nginx: the page, and its data, which must
+# show the products as the API lists them and seconds that every replica
+# added to (summed in the shared Redis, whichever replica answers).
+log "dashboard through the load balancer"
+t=$SECONDS
+result="FAIL (dashboard)"
+page=$(curl -sS --max-time 10 "http://127.0.0.1:$LB_PORT/dashboard")
+case $page in *'id="chart-stock"'*) ;; *) log "GET /dashboard is not the dashboard page"; exit 1 ;; esac
+data=$(curl -sS --max-time 10 "http://127.0.0.1:$LB_PORT/dashboard/data")
+case $data in *'"scope":"shared"'*) ;; *) log "dashboard data is not shared: ${data:0:300}"; exit 1 ;; esac
+# The products as the dashboard shows them and as the API lists them: both
+# read the shared database, so they must agree.
+products=${data%%\"seconds\":*} # the products come first; the seconds have stock and sold too
+shown=$(printf '%s' "$products" | grep -o '"stock":[0-9]*,"sold":[0-9]*' || true)
+listed=$(curl -sS --max-time 10 "http://127.0.0.1:$LB_PORT/api/v1/products" | grep -o '"stock":[0-9]*,"sold":[0-9]*' || true)
+if [ -z "$shown" ] || [ "$shown" != "$listed" ] || ! printf '%s' "$shown" | grep -q '"sold":[1-9]'; then
+	log "dashboard shows products [$shown], the API lists [$listed]: want the same, with a sale"
+	exit 1
+fi
+case $data in *"\"replicas\":$REPLICAS,"*) ;; *) log "no second of the dashboard has all $REPLICAS replicas' counts: ${data:0:300}"; exit 1 ;; esac
+log "dashboard: products as the API lists them ($(echo $shown)), seconds summed over $REPLICAS replicas"
+phases+=" dashboard $((SECONDS - t))s"
+
+# 5. Prometheus: it discovered every replica through DNS, scraped it, and its
+# recording rule shows a non-zero purchases rate for each. Polled: the rule
+# is evaluated every 5 s over scrapes every 5 s.
+if [ "$MONITORING" = 1 ]; then
+	log "Prometheus: a purchases rate for every replica"
+	t=$SECONDS
+	result="FAIL (Prometheus)"
+	prom() { curl -sS --max-time 5 --get --data-urlencode "query=$1" "http://127.0.0.1:$PROM_PORT/api/v1/query"; }
+	deadline=$((SECONDS + PROM_TIMEOUT))
+	while :; do
+		up=$(prom 'up{job="seckill"} == 1' 2>/dev/null | grep -o '"instance":"[^"]*"' | sort -u | wc -l) || up=0
+		rates=$(prom 'instance_outcome:seckill_purchases:rate1m{outcome="created"} > 0' 2>/dev/null) || rates=""
+		selling=$(printf '%s' "$rates" | grep -o '"instance":"[^"]*"' | sort -u | wc -l) || selling=0
+		[ "$up" -eq "$REPLICAS" ] && [ "$selling" -eq "$REPLICAS" ] && break
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			log "after ${PROM_TIMEOUT}s: $up of $REPLICAS replicas up, $selling with a purchases rate: ${rates:0:400}"
+			exit 1
+		fi
+		sleep 1
+	done
+	per=$(printf '%s' "$rates" | sed 's/{"metric"/\n/g' | sed -n 's/.*"instance":"\([^"]*\)".*"value":\[[^,]*,"\([^"]*\)"\].*/\1=\2/p' | tr '\n' ' ')
+	log "Prometheus: $up replicas up; purchases/s per replica over the last minute: $per"
+	p99=$(prom 'job:seckill_lock_wait_seconds:p99_1m' | sed -n 's/.*"value":\[[^,]*,"\([^"]*\)"\].*/\1/p')
+	log "Prometheus: lock wait p99 over the last minute: ${p99:-none} s"
+	phases+=" prometheus $((SECONDS - t))s"
+fi
+
+result="OK: $REPLICAS replicas behind nginx, loadtest invariants held, dashboard shared${profiles[*]:+, Prometheus saw every replica sell}"

@@ -5,13 +5,17 @@
 # PostgreSQL processes that the tests start themselves. On Debian/Ubuntu it
 # installs redis-server and postgresql when they are missing; elsewhere it
 # says what to install. The race detector and the SQLite driver need cgo, so
-# a C compiler is required too.
+# a C compiler is required too. The dashboard and the matrix report are
+# tested in a real headless Chromium (Debian's chromium package), installed
+# the same way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ||
+	command -v google-chrome >/dev/null 2>&1 || need+=(chromium)
 # Debian keeps initdb and postgres off PATH, in /usr/lib/postgresql/<version>/bin
 # (internal/pgproc looks there too).
 have_postgres() {
@@ -30,9 +34,9 @@ if [ ${#need[@]} -gt 0 ]; then
 		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${need[@]}" >/dev/null
 	else
 		echo "test.sh: missing ${need[*]}. Install them and run this again:" >&2
-		echo "  Debian/Ubuntu: apt-get install -y redis-server postgresql gcc" >&2
-		echo "  Fedora:        dnf install -y redis postgresql-server gcc" >&2
-		echo "  macOS:         brew install redis postgresql (gcc comes with the Xcode command line tools)" >&2
+		echo "  Debian/Ubuntu: apt-get install -y redis-server postgresql gcc chromium" >&2
+		echo "  Fedora:        dnf install -y redis postgresql-server gcc chromium" >&2
+		echo "  macOS:         brew install redis postgresql chromium (gcc comes with the Xcode command line tools)" >&2
 		exit 1
 	fi
 fi

@@ -35,6 +35,7 @@ type options struct {
 	replicas int
 	redis    string // redisAuto, redisServer or redisEmbedded
 	matrix   bool
+	keep     bool   // serve the replicas after the sale, until Ctrl-C
 	logFile  string // replica logs; "" is the default destination
 
 	// sale holds the load test's settings, without targets and token.
@@ -58,6 +59,10 @@ which is not a pass. -mix reads=10%,restocks=2/s mixes reads and restocks
 into the sale so that the check sees the state between purchases; the sale
 then runs at most 8 requests in flight (-max-workers), so that the check
 decides in milliseconds.
+
+Every replica serves the live dashboard at /dashboard (its URL is printed);
+-keep keeps Redis and the replicas running after the sale, until Ctrl-C, to
+look at it. -report FILE.html writes the report as a page with charts.
 
 -matrix runs a short sale per lock mode and fault instead, and prints one
 table that shows where the sale oversells and where it does not.
@@ -94,6 +99,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.replicas, "replicas", DefaultReplicas, "number of service replicas sharing Redis and the database")
 	fs.StringVar(&o.redis, "redis", redisDefault, "`where` Redis comes from: auto (redis-server if on PATH, else embedded), server or embedded")
 	fs.BoolVar(&o.matrix, "matrix", false, "run a short sale per lock mode and fault, and print one table")
+	fs.BoolVar(&o.keep, "keep", false, "after the sale, keep Redis and the replicas running, to look at the dashboard, until Ctrl-C")
 	fs.StringVar(&o.logFile, "log", "", "append the replicas' warnings and errors to this `file` (default: only count them)")
 
 	fs.Int64Var(&o.sale.Stock, "stock", loadtest.DefaultStock, "stock of the product on sale")
@@ -105,6 +111,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.BoolVar(&o.sale.ExpectOversell, "expect-oversell", false, "pass only if an oversell is detected (for the broken lock modes)")
 	fs.StringVar(&o.sale.Out, "out", "", "write Vegeta's results to this `file` (gob, for vegeta report and vegeta plot)")
 	fs.StringVar(&o.sale.Plot, "plot", "", "write Vegeta's HTML latency plot to this `file`")
+	fs.StringVar(&o.sale.Report, "report", "", "write the report as a self-contained HTML page with charts to this `file` (with -matrix: the matrix, a chart per row)")
+	fs.StringVar(&o.sale.ReportJSON, "report-json", "", "write the report as JSON to this `file` (with -matrix: every row's)")
 	fs.IntVar(&o.sale.MaxWorkers, "max-workers", 0, "most requests in flight (attack workers and connections per replica); 0: one per buyer of a burst")
 	mix := fs.String("mix", "", "mix reads and restocks into the sale for the linearizability check, e.g. reads=10%,restocks=1/s")
 	fs.StringVar(&o.sale.History, "history", "", "write the sale's history, one operation per line, to this `file` (JSON lines)")
@@ -148,6 +156,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		}
 		if len(clash) > 0 {
 			return o, fmt.Errorf("-matrix chooses these per row; drop %s", strings.Join(clash, " "))
+		}
+		if o.keep {
+			return o, errors.New("-keep: the matrix stops each row's replicas after its sale; drop -keep or -matrix")
 		}
 	}
 	return o, o.validate()

@@ -143,6 +143,10 @@ func (r *result) linText() string {
 // could not run (or a Ctrl-C stopped the matrix), and exitFail otherwise.
 func runMatrix(ctx context.Context, o options, rds *redisHandle, logger *slog.Logger, stdout, stderr io.Writer) int {
 	rows := matrixRows(o.replicas)
+	if err := createMatrixReports(o); err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return exitError
+	}
 	fmt.Fprintf(stdout, "demo -matrix: %d sales of %d items, each a %s, on %d fresh replica(s) with Redis from %s\n",
 		len(rows), o.sale.Stock, shapeText(o.sale), o.replicas, rds.describe())
 	results := make([]*result, len(rows))
@@ -175,7 +179,12 @@ func runMatrix(ctx context.Context, o options, rds *redisHandle, logger *slog.Lo
 	fmt.Fprintln(stdout)
 	writeTable(stdout, o, results)
 	fmt.Fprintln(stdout)
-	return writeVerdicts(stdout, results, ctx.Err() != nil)
+	code := writeVerdicts(stdout, results, ctx.Err() != nil)
+	if err := writeMatrixReports(o, results); err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		code = exitError
+	}
+	return code
 }
 
 // runRow runs one sale into res.
@@ -189,7 +198,8 @@ func runRow(ctx context.Context, o options, rds *redisHandle, logger *slog.Logge
 	sale := o.sale
 	sale.Targets, sale.AdminToken = c.urls, cfg.AdminToken
 	sale.ProgressMode = loadtest.ProgressOff
-	sale.NoVisualization = true // one per broken row would only clutter the temporary directory
+	sale.Report, sale.ReportJSON = "", "" // the matrix writes one report of all rows
+	sale.NoVisualization = true           // one per broken row would only clutter the temporary directory
 	res.rep, res.err = loadtest.Run(ctx, sale, &res.output)
 	res.ran = ctx.Err() == nil
 	res.fenceRejected, res.leaseLost = c.counters()

@@ -1,7 +1,6 @@
 package faulttest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,6 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 const adminToken = "faulttest-admin-token"
@@ -119,8 +122,9 @@ func allOrders(ctx context.Context, r *replica, id int64) ([]order, error) {
 	}
 }
 
-// metrics is one scrape of a replica's /metrics: sample name (with its
-// labels, as written) to value.
+// metrics is one scrape of a replica's /metrics, read with Prometheus's
+// text parser: sample name with its labels (name{label="value"}) to value;
+// a histogram gives name_count and name_sum.
 type metrics map[string]float64
 
 // Names of the samples the scenarios read (internal/metrics).
@@ -155,22 +159,32 @@ func scrape(ctx context.Context, r *replica) (metrics, error) {
 	if status != http.StatusOK {
 		return nil, fmt.Errorf("metrics of %s: HTTP %d", r.name, status)
 	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("metrics of %s: %w", r.name, err)
+	}
 	m := metrics{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
+	for name, f := range fams {
+		for _, s := range f.GetMetric() {
+			key := name
+			if len(s.GetLabel()) > 0 {
+				pairs := make([]string, len(s.GetLabel()))
+				for i, l := range s.GetLabel() {
+					pairs[i] = fmt.Sprintf("%s=%q", l.GetName(), l.GetValue())
+				}
+				key += "{" + strings.Join(pairs, ",") + "}"
+			}
+			switch f.GetType() {
+			case dto.MetricType_COUNTER:
+				m[key] = s.GetCounter().GetValue()
+			case dto.MetricType_GAUGE:
+				m[key] = s.GetGauge().GetValue()
+			case dto.MetricType_HISTOGRAM:
+				m[key+"_count"] = float64(s.GetHistogram().GetSampleCount())
+				m[key+"_sum"] = s.GetHistogram().GetSampleSum()
+			}
 		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics of %s: line %q: %w", r.name, line, err)
-		}
-		m[line[:i]] = v
 	}
 	for _, name := range []string{mAcqUncontended, mReleases, mFenceClaim, mLeasesLost, mBusy} {
 		if _, ok := m[name]; !ok {
