@@ -234,6 +234,16 @@ func TestPurchase(t *testing.T) {
 	})
 }
 
+// orderID is the id of a listed order, as JSON text.
+func orderID(t *testing.T, o any) string {
+	t.Helper()
+	id, ok := o.(map[string]any)["id"].(json.Number)
+	if !ok {
+		t.Fatalf("order %v has no numeric id", o)
+	}
+	return string(id)
+}
+
 func TestListOrders(t *testing.T) {
 	a := newTestAPI(t)
 	a.createProduct("phone", 5)
@@ -250,9 +260,23 @@ func TestListOrders(t *testing.T) {
 	if len(orders) != 2 || orders[0].(map[string]any)["user_id"] != "u2" || orders[1].(map[string]any)["user_id"] != "u3" {
 		t.Errorf("orders: got %v, want u2 and u3", orders)
 	}
+	if res.json["next"] != nil {
+		t.Errorf("next: got %v, want null: u3 is the last order", res.json["next"])
+	}
 	res = a.do(request{method: "GET", path: "/api/v1/products/1/orders"})
-	if orders, _ := res.json["orders"].([]any); res.status != 200 || len(orders) != 3 {
-		t.Errorf("default page: got %d %s, want all 3", res.status, res.raw)
+	if orders, _ := res.json["orders"].([]any); res.status != 200 || len(orders) != 3 || res.json["next"] != nil {
+		t.Errorf("default page: got %d %s, want all 3 and next null", res.status, res.raw)
+	}
+	// By cursor: no count, and next leads to the rest.
+	res = a.do(request{method: "GET", path: "/api/v1/products/1/orders?after=0&limit=2"})
+	first, _ := res.json["orders"].([]any)
+	if _, counted := res.json["count"]; res.status != 200 || counted || len(first) != 2 || res.json["next"] != json.Number(orderID(t, first[1])) {
+		t.Fatalf("first cursor page: got %d %s, want 2 orders, no count, next = the second's id", res.status, res.raw)
+	}
+	res = a.do(request{method: "GET", path: "/api/v1/products/1/orders?limit=2&after=" + orderID(t, first[1])})
+	rest, _ := res.json["orders"].([]any)
+	if res.status != 200 || len(rest) != 1 || rest[0].(map[string]any)["user_id"] != "u3" || res.json["next"] != nil {
+		t.Errorf("second cursor page: got %d %s, want u3 and next null", res.status, res.raw)
 	}
 	for _, tt := range []struct {
 		path   string
@@ -267,6 +291,10 @@ func TestListOrders(t *testing.T) {
 		{"/api/v1/products/1/orders?limit=", 400, "invalid_request"},
 		{"/api/v1/products/1/orders?offset=-1", 400, "invalid_request"},
 		{"/api/v1/products/1/orders?offset=1.5", 400, "invalid_request"},
+		{"/api/v1/products/1/orders?after=-1", 400, "invalid_request"},
+		{"/api/v1/products/1/orders?after=", 400, "invalid_request"},
+		{"/api/v1/products/1/orders?after=99999999999999999999", 400, "invalid_request"},
+		{"/api/v1/products/1/orders?after=1&offset=1", 400, "invalid_request"},
 	} {
 		t.Run(tt.path, func(t *testing.T) {
 			a.unchanged(func() { wantError(t, a.do(request{method: "GET", path: tt.path}), tt.status, tt.code) })

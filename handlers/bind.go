@@ -1,10 +1,12 @@
 package handlers
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,25 +19,52 @@ import (
 // bindJSON decodes the request body into dst like Gin's ShouldBindJSON,
 // but stricter, and with errors a client can act on: unknown fields are
 // refused (a misspelt "stok" must not silently mean "stock: 0"), the body
-// must hold exactly one JSON object, and every failure names the field. It
-// does not use Gin's binding package because that package switches
+// must hold exactly one JSON object, no key may appear twice in an object
+// (see duplicateKey), and every failure names the field. It does not use
+// Gin's binding package because that package switches
 // DisallowUnknownFields on for the whole process, not per call. The error
-// is an *seckill.InvalidError or, for an oversized body,
-// *http.MaxBytesError.
+// is an *seckill.InvalidError, an *http.MaxBytesError for an oversized
+// body, or a *bodyReadError when the body could not be read (the
+// server's read timeout, a client gone).
 func bindJSON(c *gin.Context, dst any) error {
-	dec := json.NewDecoder(c.Request.Body)
+	// The body is read whole (limitBody bounds it) because the duplicate
+	// check needs a second pass.
+	data, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return err
+		}
+		return &bodyReadError{err: err}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return jsonError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return err
-		}
 		return seckill.Invalid("body", "must hold a single JSON object and nothing after it")
 	}
+	if path, again, dup := duplicateKey(data); dup {
+		problem := "appears more than once; send each field once"
+		if last := path[strings.LastIndexAny(path, ".]")+1:]; again != last {
+			problem = fmt.Sprintf("appears more than once (again as %q, which names the same field); send each field once", again)
+		}
+		return seckill.Invalid(path, problem)
+	}
 	return nil
+}
+
+// bodyReadError is a request body that could not be read to its end.
+type bodyReadError struct{ err error }
+
+func (e *bodyReadError) Error() string { return "read the request body: " + e.err.Error() }
+func (e *bodyReadError) Unwrap() error { return e.err }
+
+// timeout reports whether the server's read deadline cut the body off.
+func (e *bodyReadError) timeout() bool {
+	var ne net.Error
+	return errors.As(e.err, &ne) && ne.Timeout()
 }
 
 // jsonError translates encoding/json's errors into field-level messages.
@@ -86,13 +115,23 @@ func kindName(goType string) string {
 
 // bodyError answers a bindJSON error.
 func (a *api) bodyError(c *gin.Context, err error) {
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
+	var (
+		tooLarge *http.MaxBytesError
+		readErr  *bodyReadError
+	)
+	switch {
+	case errors.As(err, &tooLarge):
 		abort(c, http.StatusRequestEntityTooLarge, codeTooLarge,
 			fmt.Sprintf("the request body must be at most %d bytes", tooLarge.Limit))
-		return
+	case errors.As(err, &readErr) && readErr.timeout():
+		// The connection is closed after this answer: its body was not
+		// read to the end.
+		abort(c, http.StatusRequestTimeout, codeTimeout, "the request body did not arrive in time")
+	case errors.As(err, &readErr):
+		abort(c, http.StatusBadRequest, codeInvalid, "body: could not be read to its end")
+	default:
+		a.fail(c, err)
 	}
-	a.fail(c, err)
 }
 
 // required is the error for a field that is missing or null.
@@ -101,16 +140,34 @@ func required(field string) error { return seckill.Invalid(field, "is required")
 // pathID parses the :id path parameter. Only plain decimal digits are
 // accepted: "+1", " 1" and "1.0" are not ids.
 func pathID(c *gin.Context) (int64, error) {
-	s := c.Param("id")
-	bad := seckill.Invalid("id", "must be a positive integer")
-	if s == "" || len(s) > 19 || strings.Trim(s, "0123456789") != "" {
-		return 0, bad
-	}
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id <= 0 {
-		return 0, bad
+	id, ok := parseDigits(c.Param("id"))
+	if !ok || id <= 0 {
+		return 0, seckill.Invalid("id", "must be a positive integer")
 	}
 	return id, nil
+}
+
+// parseDigits parses a non-negative int64 written as plain decimal digits.
+func parseDigits(s string) (int64, bool) {
+	if s == "" || len(s) > 19 || strings.Trim(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
+// queryID parses an optional query parameter that holds an id or 0: plain
+// decimal digits, up to int64's range. Absent, it is 0.
+func queryID(c *gin.Context, name string) (int64, error) {
+	s, ok := c.GetQuery(name)
+	if !ok {
+		return 0, nil
+	}
+	n, ok := parseDigits(s)
+	if !ok {
+		return 0, seckill.Invalid(name, "must be an order id or 0")
+	}
+	return n, nil
 }
 
 // queryInt parses an optional integer query parameter.

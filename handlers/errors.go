@@ -16,6 +16,7 @@ const (
 	codeNotFound         = "not_found"
 	codeMethod           = "method_not_allowed"
 	codeTooLarge         = "request_too_large"
+	codeTimeout          = "request_timeout"
 	codeSoldOut          = "sold_out"
 	codeAlreadyPurchased = "already_purchased"
 	codeBusy             = "busy"

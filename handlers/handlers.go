@@ -9,6 +9,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -29,9 +31,12 @@ type Service interface {
 
 var _ Service = (*seckill.Service)(nil)
 
-// MetricsWriter writes the process's metrics for GET /metrics.
-type MetricsWriter interface {
-	WritePrometheus(w io.Writer) error
+// RequestObserver is told about every request once it is answered, to
+// count it. route is the matched route's pattern ("/api/v1/products/:id"),
+// or "" when no route matched: a label with one value per route, not per
+// product.
+type RequestObserver interface {
+	RequestDone(method, route string, status int, took time.Duration)
 }
 
 // Options configure the API.
@@ -44,7 +49,24 @@ type Options struct {
 	Logger *slog.Logger
 
 	// Metrics serves GET /metrics. Default: an empty page.
-	Metrics MetricsWriter
+	Metrics http.Handler
+
+	// Requests, when set, is told about every request.
+	Requests RequestObserver
+
+	// Dashboard serves GET /dashboard and GET /dashboard/data: a page and
+	// the JSON it reads. Default: 404, as for any unknown path.
+	Dashboard Dashboard
+}
+
+// Dashboard is the live sale page: a static HTML page and the data it
+// polls.
+type Dashboard interface {
+	// Page is the HTML page, a complete document.
+	Page() []byte
+	// Data is what the page shows as of now, encodable as JSON, with the
+	// timeline from the second since on.
+	Data(ctx context.Context, since time.Time) (any, error)
 }
 
 // MaxBodyBytes is the largest request body accepted (413 above it). The
@@ -58,10 +80,12 @@ const RetryAfterSeconds = "1"
 
 // api holds what the handlers share.
 type api struct {
-	svc     Service
-	log     *slog.Logger
-	token   string
-	metrics MetricsWriter
+	svc       Service
+	log       *slog.Logger
+	token     string
+	metrics   http.Handler
+	requests  RequestObserver
+	dashboard Dashboard
 }
 
 // New returns the API's Gin engine. It panics if opts.AdminToken is empty,
@@ -70,7 +94,8 @@ func New(svc Service, opts Options) *gin.Engine {
 	if opts.AdminToken == "" {
 		panic("handlers: empty AdminToken")
 	}
-	a := &api{svc: svc, log: opts.Logger, token: opts.AdminToken, metrics: opts.Metrics}
+	a := &api{svc: svc, log: opts.Logger, token: opts.AdminToken, metrics: opts.Metrics,
+		requests: opts.Requests, dashboard: opts.Dashboard}
 	if a.log == nil {
 		a.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -83,7 +108,7 @@ func New(svc Service, opts Options) *gin.Engine {
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
 	e.HandleMethodNotAllowed = true
-	e.Use(a.recoverer(), a.requestLog(), limitBody(MaxBodyBytes))
+	e.Use(a.countRequests(), a.recoverer(), a.requestLog(), limitBody(MaxBodyBytes))
 	a.routes(e)
 	return e
 }

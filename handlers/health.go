@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"time"
@@ -31,14 +30,12 @@ func (a *api) readyz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})
 }
 
-// metricsPage: GET /metrics, in the Prometheus text format.
+// metricsPage: GET /metrics, in the Prometheus text format (or another
+// format the scraper asks for).
 func (a *api) metricsPage(c *gin.Context) {
-	var buf bytes.Buffer
-	if a.metrics != nil {
-		if err := a.metrics.WritePrometheus(&buf); err != nil {
-			a.fail(c, err)
-			return
-		}
+	if a.metrics == nil {
+		c.Data(http.StatusOK, "text/plain; version=0.0.4; charset=utf-8", nil)
+		return
 	}
-	c.Data(http.StatusOK, "text/plain; version=0.0.4; charset=utf-8", buf.Bytes())
+	a.metrics.ServeHTTP(c.Writer, c.Request)
 }

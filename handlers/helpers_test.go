@@ -154,11 +154,11 @@ func (a *testAPI) snapshot() snapshot {
 	var s snapshot
 	for _, p := range products {
 		s.Products = append(s.Products, *p)
-		orders, _, err := a.db.Orders(ctx, p.ID, seckill.OrderQuery{Limit: seckill.MaxOrderLimit})
+		list, err := a.db.Orders(ctx, p.ID, seckill.OrderQuery{Limit: seckill.MaxOrderLimit, Cursor: true})
 		if err != nil {
 			a.t.Fatal(err)
 		}
-		for _, o := range orders {
+		for _, o := range list.Orders {
 			s.Orders = append(s.Orders, *o)
 		}
 	}

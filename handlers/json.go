@@ -25,10 +25,13 @@ type orderJSON struct {
 	CreatedAt string `json:"created_at"`
 }
 
+// orderListJSON is a page of orders. Next is the "after" of the following
+// page, null on the last; count is there only for offset pages.
 type orderListJSON struct {
 	ProductID int64       `json:"product_id"`
-	Count     int64       `json:"count"`
+	Count     *int64      `json:"count,omitempty"`
 	Orders    []orderJSON `json:"orders"`
+	Next      *int64      `json:"next"`
 }
 
 // timeFormat is RFC 3339 in UTC with milliseconds, a fixed width that

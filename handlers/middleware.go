@@ -36,6 +36,22 @@ func (a *api) recoverer() gin.HandlerFunc {
 	}
 }
 
+// countRequests tells the RequestObserver about each request, labelled by
+// the route's pattern (c.FullPath) rather than the path: one series per
+// route, however many products there are. It runs first, so that it also
+// sees the 500 the recoverer writes after a panic.
+func (a *api) countRequests() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if a.requests == nil {
+			c.Next()
+			return
+		}
+		start := time.Now()
+		c.Next()
+		a.requests.RequestDone(c.Request.Method, c.FullPath(), c.Writer.Status(), time.Since(start))
+	}
+}
+
 // requestLog is Gin's request log, written through slog so that it has the
 // same format and level control as every other log line.
 func (a *api) requestLog() gin.HandlerFunc {

@@ -33,7 +33,8 @@ func (a *api) purchase(c *gin.Context) {
 	c.JSON(http.StatusCreated, gin.H{"order": toOrderJSON(o)})
 }
 
-// listOrders: GET /api/v1/products/:id/orders?limit=&offset=.
+// listOrders: GET /api/v1/products/:id/orders?limit=&after= (or the
+// older &offset=; see seckill.OrderQuery for what each costs).
 func (a *api) listOrders(c *gin.Context) {
 	id, err := pathID(c)
 	if err != nil {
@@ -52,6 +53,12 @@ func (a *api) listOrders(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
+	_, q.Cursor = c.GetQuery("after")
+	q.After, err = queryID(c, "after")
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
 	list, err := a.svc.Orders(c.Request.Context(), id, q)
 	if err != nil {
 		a.fail(c, err)
@@ -61,5 +68,9 @@ func (a *api) listOrders(c *gin.Context) {
 	for i, o := range list.Orders {
 		orders[i] = toOrderJSON(o)
 	}
-	c.JSON(http.StatusOK, orderListJSON{ProductID: list.ProductID, Count: list.Count, Orders: orders})
+	out := orderListJSON{ProductID: list.ProductID, Count: list.Count, Orders: orders}
+	if list.Next != 0 {
+		out.Next = &list.Next
+	}
+	c.JSON(http.StatusOK, out)
 }

@@ -7,6 +7,10 @@ func (a *api) routes(e *gin.Engine) {
 	e.GET("/healthz", a.healthz)
 	e.GET("/readyz", a.readyz)
 	e.GET("/metrics", a.metricsPage)
+	if a.dashboard != nil {
+		e.GET("/dashboard", a.dashboardPage)
+		e.GET("/dashboard/data", a.dashboardData)
+	}
 
 	v1 := e.Group("/api/v1")
 	v1.GET("/products", a.listProducts)

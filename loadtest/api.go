@@ -52,8 +52,9 @@ func (e *APIError) Error() string {
 	return msg
 }
 
-// ordersPageSize is the limit asked for per page; the loop follows what the
-// server returns, so a server with a smaller cap still gets read to the end.
+// ordersPageSize is the limit asked for per page; the loop follows the
+// server's next cursor, so a server with a smaller cap still gets read to
+// the end.
 const ordersPageSize = 500
 
 // maxAPIBody bounds what one API answer may take in memory.
@@ -88,52 +89,56 @@ func (a api) product(ctx context.Context, id int64) (Product, error) {
 	return p, err
 }
 
-// orders reads every order of product id, page by page. It returns the total
-// the server reported along with the orders it listed.
-func (a api) orders(ctx context.Context, id int64) (count int, orders []Order, err error) {
+// orders reads every order of product id, page by page with the cursor, so
+// that reading a big sale costs O(orders).
+func (a api) orders(ctx context.Context, id int64) ([]Order, error) {
+	var orders []Order
+	var after int64
 	for {
 		var page struct {
-			Count  int     `json:"count"`
 			Orders []Order `json:"orders"`
+			Next   *int64  `json:"next"`
 		}
-		path := fmt.Sprintf("/api/v1/products/%d/orders?limit=%d&offset=%d", id, ordersPageSize, len(orders))
+		path := fmt.Sprintf("/api/v1/products/%d/orders?limit=%d&after=%d", id, ordersPageSize, after)
 		if err := a.do(ctx, fmt.Sprintf("list orders of product %d", id), http.MethodGet, path, nil, &page); err != nil {
-			return 0, nil, err
+			return nil, err
 		}
-		count = page.Count
 		orders = append(orders, page.Orders...)
-		if len(page.Orders) == 0 || len(orders) >= count {
-			return count, orders, nil
+		if page.Next == nil || *page.Next <= after {
+			return orders, nil
 		}
+		after = *page.Next
 	}
 }
 
 // snapshot reads the product, its orders, then the product again, until the
 // two product reads agree: a request the client gave up on may still be
 // finishing on the server, and a check over a moving target would blame the
-// service for the load test's own timing.
-func (a api) snapshot(ctx context.Context, id int64) (p Product, count int, orders []Order, err error) {
+// service for the load test's own timing. listed is when the last orders
+// listing had ended: before the last product read began.
+func (a api) snapshot(ctx context.Context, id int64) (p Product, orders []Order, listed time.Time, err error) {
 	const attempts = 5
 	wait := 50 * time.Millisecond
 	for i := 0; ; i++ {
 		if p, err = a.product(ctx, id); err != nil {
 			return
 		}
-		if count, orders, err = a.orders(ctx, id); err != nil {
+		if orders, err = a.orders(ctx, id); err != nil {
 			return
 		}
+		listed = time.Now()
 		again, err2 := a.product(ctx, id)
 		if err2 != nil {
-			return p, 0, nil, err2
+			return p, nil, listed, err2
 		}
 		if again == p || i == attempts-1 {
-			return again, count, orders, nil
+			return again, orders, listed, nil
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return p, 0, nil, ctx.Err()
+			return p, nil, listed, ctx.Err()
 		case <-t.C:
 		}
 		wait *= 2

@@ -28,12 +28,26 @@ const DefaultRepeatShare = 0.05
 const usageText = `Usage: seckill loadtest [flags]
 
 Runs a flash sale against the seckill API: creates a product with -stock
-units (or uses -product), sends purchase requests from distinct users at
--rate requests/s for -duration, then reads the product and its orders back
-and checks that nothing was oversold.
+units (or uses -product), sends purchase requests from distinct users, then
+reads the product and its orders back and checks that nothing was oversold.
 
-Exit status: 0 when every safety invariant held, 1 when one failed (oversell),
-2 for usage or connection errors. -expect-oversell swaps 0 and 1, for the
+The load is a burst by default: -buyers requests (2000) sent at once, or
+spread over -burst-window, as a flash sale opens. -rate with -duration (and
+-ramp-to) sends a steady (or ramping) rate instead.
+
+Every request's call and return time, input and outcome is recorded, and the
+history is checked for linearizability against a model of the API, product
+by product (porcupine): the report's "linearizable:" line says yes, NO with
+the smallest anomaly found, or unknown (the check ran out of -check-timeout,
+which is not a pass). -mix mixes reads and restocks into the sale, so that
+the check sees the state between purchases; -history writes the history
+as JSON lines. On a violation, porcupine's visualization is written next
+to the history (or the plot, or in the temporary directory).
+
+Exit status: 0 when every safety invariant held and the history is
+linearizable, 1 when an invariant failed (oversell), the history is not
+linearizable or its check came out unknown, 2 for usage or connection
+errors. -expect-oversell passes only on an oversell or a violation, for the
 deliberately broken lock modes.
 
 Flags:
@@ -70,6 +84,25 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	return ExitFail
 }
 
+// ShapeFromFlags settles the load's shape from the flags given on fs: the
+// burst of -buyers by default, the steady rate when -rate, -ramp-to or
+// -duration is given. Both at once is a mistake. The demo's command line,
+// which has the same flags, follows the same rule.
+func ShapeFromFlags(fs *flag.FlagSet, cfg *Config) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	steady := set["rate"] || set["ramp-to"] || set["duration"]
+	switch {
+	case steady && (set["buyers"] || set["burst-window"]):
+		return errors.New("loadtest: -buyers and -burst-window make a burst, -rate, -ramp-to and -duration a steady load: choose one")
+	case steady:
+		cfg.Buyers = 0
+	default:
+		cfg.Rate, cfg.RampTo, cfg.Duration = 0, 0, 0
+	}
+	return nil
+}
+
 // errFlagParse marks errors the flag package has already reported.
 var errFlagParse = errors.New("flag parse error")
 
@@ -89,18 +122,26 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	token := fs.String("admin-token", "", "admin token, needed to create the product (default $ADMIN_TOKEN)")
 	fs.Int64Var(&cfg.ProductID, "product", 0, "existing product id to sell; 0 creates a product with -stock")
 	fs.Int64Var(&cfg.Stock, "stock", DefaultStock, "stock of the created product")
-	fs.IntVar(&cfg.Rate, "rate", DefaultRate, "purchase requests per second (at the start, with -ramp-to)")
-	fs.IntVar(&cfg.RampTo, "ramp-to", 0, "ramp linearly from -rate to this rate over -duration; 0 keeps the rate constant")
-	fs.DurationVar(&cfg.Duration, "duration", DefaultDuration, "how long to send requests")
-	fs.IntVar(&cfg.MaxRequests, "max-requests", 0, "most purchase requests to send; 0 means what the pacing sends in -duration")
+	fs.IntVar(&cfg.Buyers, "buyers", DefaultBuyers, "burst: this many buyers, all at once (or over -burst-window)")
+	fs.DurationVar(&cfg.BurstWindow, "burst-window", 0, "burst: spread the buyers evenly over this `duration`; 0 sends them at once")
+	fs.IntVar(&cfg.Rate, "rate", DefaultRate, "steady load instead of a burst: purchase requests per second (at the start, with -ramp-to)")
+	fs.IntVar(&cfg.RampTo, "ramp-to", 0, "steady load: ramp linearly from -rate to this rate over -duration; 0 keeps the rate constant")
+	fs.DurationVar(&cfg.Duration, "duration", DefaultDuration, "steady load: how long to send requests")
+	fs.IntVar(&cfg.MaxRequests, "max-requests", 0, "most requests to send (purchases, and the reads of -mix); 0 means what the pacing sends in -duration")
 	fs.Float64Var(&cfg.RepeatShare, "repeat-share", DefaultRepeatShare, "share of requests, 0..1, that reuse an earlier buyer and must be refused")
 	fs.DurationVar(&cfg.Timeout, "timeout", DefaultTimeout, "timeout of each request")
-	fs.IntVar(&cfg.Workers, "workers", DefaultWorkers, "initial number of attack workers")
-	fs.IntVar(&cfg.MaxWorkers, "max-workers", DefaultMaxWorkers, "most attack workers (and connections per target)")
+	fs.IntVar(&cfg.Workers, "workers", 0, "initial number of attack workers (default 10; a burst: one per buyer)")
+	fs.IntVar(&cfg.MaxWorkers, "max-workers", 0, "most attack workers and connections per target (default 256; a burst: one per buyer, up to 5000)")
 	fs.StringVar(&cfg.Out, "out", "", "write Vegeta's results to this `file` (gob, for vegeta report and vegeta plot)")
 	fs.StringVar(&cfg.Plot, "plot", "", "write Vegeta's HTML latency plot to this file")
+	fs.StringVar(&cfg.Report, "report", "", "write the report as a self-contained HTML page with charts to this `file`")
+	fs.StringVar(&cfg.ReportJSON, "report-json", "", "write the report as JSON to this `file`")
 	fs.BoolVar(&cfg.ExpectOversell, "expect-oversell", false, "exit 0 only if an oversell is detected (for the broken lock modes)")
 	progress := fs.String("progress", "auto", "progress line: auto, inplace, lines or off")
+	mix := fs.String("mix", "", "mix reads and restocks into the sale for the linearizability check, e.g. reads=10%,restocks=1/s (restocks need the admin token)")
+	fs.StringVar(&cfg.History, "history", "", "write the history, one operation per line, to this `file` (JSON lines)")
+	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", DefaultCheckTimeout, "longest linearizability check; past it the verdict is unknown")
+	check := fs.Bool("linearizability", true, "check the history for linearizability (false: the invariants alone decide)")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -130,9 +171,19 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 		return cfg, fmt.Errorf("loadtest: -progress %q: want auto, inplace, lines or off", *progress)
 	}
 	cfg.ProgressMode = mode
+	m, err := ParseMix(*mix)
+	if err != nil {
+		return cfg, fmt.Errorf("loadtest: -mix: %w", err)
+	}
+	cfg.Mix = m
+	cfg.SkipLinearizability = !*check
+	if err := ShapeFromFlags(fs, &cfg); err != nil {
+		return cfg, err
+	}
 	// Zero would mean "default" to Run; on the command line it is a mistake.
-	if cfg.Rate <= 0 || cfg.Duration <= 0 || cfg.Stock <= 0 || cfg.Timeout <= 0 || cfg.Workers <= 0 {
-		return cfg, errors.New("loadtest: -rate, -duration, -stock, -timeout and -workers must be positive")
+	if cfg.Stock <= 0 || cfg.Timeout <= 0 || cfg.Workers < 0 || cfg.MaxWorkers < 0 || cfg.CheckTimeout <= 0 ||
+		(cfg.Buyers == 0 && (cfg.Rate <= 0 || cfg.Duration <= 0)) || (cfg.Buyers < 0) {
+		return cfg, errors.New("loadtest: -buyers (or -rate and -duration), -stock, -timeout and -check-timeout must be positive")
 	}
 	if _, err := cfg.withDefaults(); err != nil {
 		return cfg, err

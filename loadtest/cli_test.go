@@ -17,6 +17,7 @@ func runMain(t *testing.T, env map[string]string, args ...string) (code int, std
 }
 
 func TestMainExitCodes(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
 	token := map[string]string{"ADMIN_TOKEN": "secret"}
 	cases := []struct {
 		name       string
@@ -59,8 +60,13 @@ func TestMainErrors(t *testing.T) {
 		{"unknown flag", token, []string{"-targets", a, "-nope"}, "flag provided but not defined"},
 		{"stray argument", token, []string{"-targets", a, "extra"}, `unexpected argument "extra"`},
 		{"zero rate", token, []string{"-targets", a, "-rate", "0"}, "must be positive"},
+		{"burst and rate", token, []string{"-targets", a, "-buyers", "10"}, "choose one"},
+		{"burst window and rate", token, []string{"-targets", a, "-burst-window", "1s"}, "choose one"},
 		{"bad progress", token, []string{"-targets", a, "-progress", "fancy"}, "-progress"},
 		{"repeat share out of range", token, []string{"-targets", a, "-repeat-share", "2"}, "repeat share"},
+		{"bad mix", token, []string{"-targets", a, "-mix", "reads=lots"}, "-mix"},
+		{"zero check timeout", token, []string{"-targets", a, "-check-timeout", "0s"}, "-check-timeout must be positive"},
+		{"history in no directory", token, []string{"-targets", a, "-history", "/no/such/dir/h.jsonl"}, "history file"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,6 +75,21 @@ func TestMainErrors(t *testing.T) {
 				t.Errorf("got exit %d, stderr %q; want %d mentioning %q", code, stderr, ExitError, tc.wantStderr)
 			}
 		})
+	}
+}
+
+// Without -rate or -duration the load is a burst of -buyers, and the
+// report says so.
+func TestMainBurstIsTheDefault(t *testing.T) {
+	a, hits := newFakeShop(false).serve(t)
+	var out, errOut bytes.Buffer
+	args := []string{"-targets", a, "-buyers", "300", "-stock", "5", "-progress", "off"}
+	code := Main(t.Context(), args, func(string) string { return "secret" }, &out, &errOut)
+	if code != ExitOK || !strings.Contains(out.String(), "burst of 300 buyers at once, on up to 300 connections") {
+		t.Fatalf("got exit %d\nstdout:\n%s\nstderr:\n%s\nwant 0 and the shape in the report", code, out.String(), errOut.String())
+	}
+	if hits.Load() != 300 {
+		t.Errorf("got %d purchases sent, want 300", hits.Load())
 	}
 }
 

@@ -18,8 +18,23 @@ const (
 	DefaultTimeout    = 10 * time.Second
 	DefaultWorkers    = 10
 	DefaultMaxWorkers = 256
+	// DefaultBuyers is the CLIs' burst: 20 buyers per item of the default
+	// stock, all at once, as a flash sale opens.
+	DefaultBuyers = 2000
+	// MaxBurstWorkers caps the connections a burst opens per run: one per
+	// buyer up to this many, so that the client sends a burst of a few
+	// thousand buyers at once without becoming the bottleneck.
+	MaxBurstWorkers = 5000
 	// DefaultTarget is where a service started with its defaults listens.
 	DefaultTarget = "http://127.0.0.1:8080"
+	// DefaultMixInFlight is MaxWorkers of a sale with a Mix: at most this
+	// many requests in flight, so that the linearizability check decides
+	// in milliseconds. The check's search grows steeply with the requests
+	// in flight on one product (a read must be placed after exactly the
+	// purchases it saw, among all those running with it): on 2 replicas
+	// on a 2-core machine, the check of 1,500 mixed requests takes 13-95 ms
+	// with 8 in flight, 0.5-2.7 s with 12, and more than 10 s with 16.
+	DefaultMixInFlight = 8
 )
 
 // hardDeadlineSlack is added to Duration+Timeout to get the point where Run
@@ -73,11 +88,20 @@ type Config struct {
 	// RampTo over Duration (Vegeta's LinearPacer) instead of staying constant.
 	RampTo int
 
+	// Buyers, when positive, makes the sale a burst instead of a steady
+	// rate: Buyers purchase requests, sent as fast as the client can, or
+	// spread evenly over BurstWindow, each on a connection of its own (up
+	// to MaxWorkers, by default one per buyer up to MaxBurstWorkers). Rate,
+	// RampTo and Duration must then be zero.
+	Buyers      int
+	BurstWindow time.Duration
+
 	// Duration is how long requests are sent (0 means DefaultDuration).
 	Duration time.Duration
 
-	// MaxRequests bounds the number of purchase requests. 0 means the number
-	// the pacing would send in Duration, so the bound is always finite.
+	// MaxRequests bounds the number of the attack's requests: the
+	// purchases, and the reads of a Mix. 0 means the number the pacing
+	// would send in Duration (or Buyers), so the bound is always finite.
 	MaxRequests int
 
 	// RepeatShare, in [0, 1], is the share of requests that reuse the user id
@@ -106,6 +130,16 @@ type Config struct {
 	// embeds its JavaScript, so it opens offline.
 	Plot string
 
+	// Report and ReportJSON, when set, are files that receive the report:
+	// a self-contained HTML page with charts (it opens offline), and the
+	// Report as JSON, for scripts.
+	Report, ReportJSON string
+
+	// SampleInterval is how often the product is read during the attack,
+	// for the report's chart of stock and sold as the server saw them (0
+	// means DefaultSampleInterval; negative: never).
+	SampleInterval time.Duration
+
 	// ExpectOversell inverts the verdict (Report.OK): the run is meant for a
 	// deliberately broken lock mode and passes only if an oversell is caught.
 	ExpectOversell bool
@@ -114,6 +148,31 @@ type Config struct {
 	// Run. ProgressMode chooses in-place, plain lines or none.
 	Progress     io.Writer
 	ProgressMode ProgressMode
+
+	// Mix mixes reads and restocks into the sale for the linearizability
+	// check (see Mix). Restocks need AdminToken.
+	Mix Mix
+
+	// History, when set, is a file that receives the run's history: every
+	// request's call and return times, input and outcome, one JSON object
+	// per line (see Op). The history is kept in memory either way, up to
+	// HistoryLimit operations (0 means DefaultHistoryLimit).
+	History      string
+	HistoryLimit int
+
+	// CheckTimeout bounds the linearizability check of the history (0
+	// means DefaultCheckTimeout); past it the verdict is unknown, which is
+	// not a pass. SkipLinearizability leaves the check out: the verdict is
+	// then the invariants' alone.
+	CheckTimeout        time.Duration
+	SkipLinearizability bool
+
+	// Visualization is the file that receives porcupine's HTML
+	// visualization when the history is not linearizable. "" puts it next
+	// to History (FILE.html), else next to Plot, else in the temporary
+	// directory; the report names it. NoVisualization leaves it out.
+	Visualization   string
+	NoVisualization bool
 }
 
 // withDefaults returns cfg with zero fields replaced by defaults and targets
@@ -135,20 +194,47 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Stock == 0 {
 		cfg.Stock = DefaultStock
 	}
-	if cfg.Rate == 0 {
-		cfg.Rate = DefaultRate
-	}
-	if cfg.Duration == 0 {
-		cfg.Duration = DefaultDuration
-	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	if cfg.Workers == 0 {
-		cfg.Workers = DefaultWorkers
+	if cfg.SampleInterval == 0 {
+		cfg.SampleInterval = DefaultSampleInterval
 	}
-	if cfg.MaxWorkers == 0 {
-		cfg.MaxWorkers = max(DefaultMaxWorkers, cfg.Workers)
+	switch {
+	case cfg.Buyers < 0 || cfg.BurstWindow < 0:
+		return cfg, invalid("buyers %d over %v: want a positive number of buyers and a window of 0 or more", cfg.Buyers, cfg.BurstWindow)
+	case cfg.Buyers > 0 && (cfg.Rate != 0 || cfg.RampTo != 0 || cfg.Duration != 0):
+		return cfg, invalid("a burst of %d buyers has no rate, ramp or duration: choose one shape", cfg.Buyers)
+	case cfg.Buyers == 0 && cfg.BurstWindow != 0:
+		return cfg, invalid("burst window %v without buyers: set the number of buyers", cfg.BurstWindow)
+	}
+	if cfg.Mix != (Mix{}) && cfg.MaxWorkers == 0 {
+		cfg.MaxWorkers = DefaultMixInFlight
+		if cfg.Workers == 0 || cfg.Workers > cfg.MaxWorkers {
+			cfg.Workers = cfg.MaxWorkers
+		}
+	}
+	switch {
+	case cfg.Buyers > 0:
+		if cfg.MaxWorkers == 0 {
+			cfg.MaxWorkers = min(cfg.Buyers, MaxBurstWorkers)
+		}
+		if cfg.Workers == 0 {
+			cfg.Workers = cfg.MaxWorkers
+		}
+	default:
+		if cfg.Rate == 0 {
+			cfg.Rate = DefaultRate
+		}
+		if cfg.Duration == 0 {
+			cfg.Duration = DefaultDuration
+		}
+		if cfg.Workers == 0 {
+			cfg.Workers = DefaultWorkers
+		}
+		if cfg.MaxWorkers == 0 {
+			cfg.MaxWorkers = max(DefaultMaxWorkers, cfg.Workers)
+		}
 	}
 
 	switch {
@@ -174,6 +260,21 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, invalid("workers %d, max workers %d: want 1 <= workers <= max workers", cfg.Workers, cfg.MaxWorkers)
 	case cfg.ProgressMode < ProgressAuto || cfg.ProgressMode > ProgressOff:
 		return cfg, invalid("progress mode %d unknown", cfg.ProgressMode)
+	case cfg.HistoryLimit < 0:
+		return cfg, invalid("history limit %d: want 0 (the default, %d) or more", cfg.HistoryLimit, DefaultHistoryLimit)
+	case cfg.CheckTimeout < 0:
+		return cfg, invalid("check timeout %v: want a positive duration", cfg.CheckTimeout)
+	case cfg.Mix.Restocks > 0 && cfg.AdminToken == "":
+		return cfg, invalid("restocks need the admin token (-admin-token or ADMIN_TOKEN)")
+	}
+	if err := cfg.Mix.validate(); err != nil {
+		return cfg, invalid("mix: %v", err)
+	}
+	if cfg.HistoryLimit == 0 {
+		cfg.HistoryLimit = DefaultHistoryLimit
+	}
+	if cfg.CheckTimeout == 0 {
+		cfg.CheckTimeout = DefaultCheckTimeout
 	}
 
 	if cfg.MaxRequests == 0 {
@@ -182,9 +283,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, nil
 }
 
-// expectedRequests is what the pacing sends in Duration: the area under the
-// rate curve, rounded up.
+// expectedRequests is what the pacing sends: every buyer of a burst, or
+// the area under the rate curve over Duration, rounded up.
 func (cfg Config) expectedRequests() int {
+	if cfg.Buyers > 0 {
+		return cfg.Buyers
+	}
 	end := cfg.Rate
 	if cfg.RampTo > 0 {
 		end = cfg.RampTo
@@ -195,7 +299,22 @@ func (cfg Config) expectedRequests() int {
 
 // hardDeadline is how long the attack may take before Run cuts it.
 func (cfg Config) hardDeadline() time.Duration {
-	return cfg.Duration + cfg.Timeout + hardDeadlineSlack
+	return cfg.Duration + cfg.BurstWindow + cfg.Timeout + hardDeadlineSlack
+}
+
+// Shape describes the load in words, for the report: "burst of 2000
+// buyers at once", "burst of 2000 buyers over 1s", "steady 300 req/s for
+// 3s", "ramp 100 -> 300 req/s over 5s".
+func (cfg Config) Shape() string {
+	switch {
+	case cfg.Buyers > 0 && cfg.BurstWindow == 0:
+		return fmt.Sprintf("burst of %d buyers at once, on up to %d connections", cfg.Buyers, cfg.MaxWorkers)
+	case cfg.Buyers > 0:
+		return fmt.Sprintf("burst of %d buyers over %v, on up to %d connections", cfg.Buyers, cfg.BurstWindow, cfg.MaxWorkers)
+	case cfg.RampTo > 0 && cfg.RampTo != cfg.Rate:
+		return fmt.Sprintf("ramp %d -> %d req/s over %v", cfg.Rate, cfg.RampTo, cfg.Duration)
+	}
+	return fmt.Sprintf("steady %d req/s for %v", cfg.Rate, cfg.Duration)
 }
 
 // normalizeTarget checks that raw is an absolute http(s) URL without query or

@@ -27,6 +27,32 @@ func TestConfigDefaults(t *testing.T) {
 	}
 }
 
+func TestConfigBurst(t *testing.T) {
+	cfg, err := Config{AdminToken: "x", Buyers: 7000}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MaxRequests != 7000 || cfg.Workers != MaxBurstWorkers || cfg.MaxWorkers != MaxBurstWorkers || cfg.Rate != 0 || cfg.Duration != 0 {
+		t.Errorf("got %+v, want 7000 requests on %d workers, no rate or duration", cfg, MaxBurstWorkers)
+	}
+	small, _ := Config{AdminToken: "x", Buyers: 30, BurstWindow: time.Second}.withDefaults()
+	if small.Workers != 30 || small.Shape() != "burst of 30 buyers over 1s, on up to 30 connections" {
+		t.Errorf("got %d workers, shape %q; want one per buyer", small.Workers, small.Shape())
+	}
+	// Spread over the window: 30 per second, and none after the 30th.
+	p := newPacer(small)
+	if got := p.Rate(0); got < 29.999 || got > 30.001 {
+		t.Errorf("rate over the window: got %v, want 30/s", got)
+	}
+	if _, stop := p.Pace(0, 30); !stop {
+		t.Error("got no stop after 30 buyers")
+	}
+	// At once: no wait between hits.
+	if wait, stop := newPacer(cfg).Pace(0, 100); wait != 0 || stop {
+		t.Errorf("burst at once: got wait %v, stop %v; want 0 and false", wait, stop)
+	}
+}
+
 func TestConfigTargets(t *testing.T) {
 	cfg, err := Config{AdminToken: "x", Targets: []string{" http://a:1/ ", "https://lb/shop/"}}.withDefaults()
 	if err != nil {
@@ -56,6 +82,11 @@ func TestConfigRefuses(t *testing.T) {
 		"NaN share":    {AdminToken: "x", RepeatShare: math.NaN()},
 		"workers":      {AdminToken: "x", Workers: 10, MaxWorkers: 5},
 		"progress":     {AdminToken: "x", ProgressMode: 42},
+		"buyers":       {AdminToken: "x", Buyers: -1},
+		"burst rate":   {AdminToken: "x", Buyers: 10, Rate: 5},
+		"burst length": {AdminToken: "x", Buyers: 10, Duration: time.Second},
+		"window alone": {AdminToken: "x", BurstWindow: time.Second},
+		"window < 0":   {AdminToken: "x", Buyers: 10, BurstWindow: -time.Second},
 	}
 	for name, cfg := range cases {
 		if _, err := cfg.withDefaults(); !errors.Is(err, ErrInvalidConfig) {

@@ -22,9 +22,18 @@ func (p boundedPacer) Pace(elapsed time.Duration, hits uint64) (time.Duration, b
 	return p.Pacer.Pace(elapsed, hits)
 }
 
-// newPacer returns the pacing of cfg (already defaulted): constant at Rate, or
-// linear from Rate to RampTo over Duration, stopping after MaxRequests.
+// newPacer returns the pacing of cfg (already defaulted): a burst (as fast
+// as the workers go, or Buyers evenly over BurstWindow), constant at Rate,
+// or linear from Rate to RampTo over Duration; it stops after MaxRequests.
 func newPacer(cfg Config) vegeta.Pacer {
+	if cfg.Buyers > 0 {
+		// A zero Rate is Vegeta's "no pacing": every worker sends at once.
+		var burst vegeta.Rate
+		if cfg.BurstWindow > 0 {
+			burst = vegeta.Rate{Freq: cfg.Buyers, Per: cfg.BurstWindow}
+		}
+		return boundedPacer{Pacer: burst, max: uint64(cfg.MaxRequests)}
+	}
 	start := vegeta.Rate{Freq: cfg.Rate, Per: time.Second}
 	var p vegeta.Pacer = start
 	if cfg.RampTo > 0 && cfg.RampTo != cfg.Rate {

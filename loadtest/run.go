@@ -27,7 +27,8 @@ const attackName = "sale"
 // The error is non-nil when there is no verdict to give: an invalid Config
 // (wrapping ErrInvalidConfig), a target that cannot be reached or refuses the
 // set-up, a verification that could not read the product back, or a results
-// or plot file that could not be written (the Report is then complete).
+// or plot file, or a report file, that could not be written (the Report is
+// then complete).
 //
 // When ctx ends during the attack, Run stops sending, aborts requests in
 // flight and still verifies (within Config.Timeout), because an interrupted
@@ -51,22 +52,35 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	}
 
 	prefix := fmt.Sprintf("lt-%08x-", rand.Uint32())
+	hist := newHistory(time.Now(), cfg.HistoryLimit)
+	setUpCall := time.Now()
 	before, err := setUp(ctx, cfg, apis, prefix)
 	if err != nil {
+		return Report{}, err
+	}
+	hist.initial(cfg, apis[0].base, setUpCall, before)
+	if err := createReportFiles(cfg); err != nil {
 		return Report{}, err
 	}
 	rec, err := newRecorder(cfg.Out, cfg.Plot, fmt.Sprintf("seckill sale of product %d", before.ID))
 	if err != nil {
 		return Report{}, err
 	}
+	if err := createEmpty(cfg.History); err != nil {
+		rec.abort()
+		return Report{}, fmt.Errorf("%w: history file: %v", ErrInvalidConfig, err)
+	}
+	side := newBeside(cfg, apis, hist, before)
 
-	fmt.Fprintf(w, "loadtest: product %d (stock %d, sold %d) on %d target(s); %s; at most %d requests; repeat share %.0f%%\n",
-		before.ID, before.Stock, before.Sold, len(cfg.Targets), pacingText(cfg), cfg.MaxRequests, cfg.RepeatShare*100)
+	fmt.Fprintf(w, "loadtest: product %d (stock %d, sold %d) on %d target(s); %s; at most %d requests; repeat share %.0f%%%s\n",
+		before.ID, before.Stock, before.Sold, len(cfg.Targets), cfg.Shape(), cfg.MaxRequests, cfg.RepeatShare*100, mixText(cfg))
 	progressW := cfg.Progress
 	if progressW == nil {
 		progressW = w
 	}
-	t, b, stopped := attack(ctx, cfg, tr, before.ID, prefix, rec, progressW)
+	smp := startSampler(ctx, apis[0], before.ID, cfg.SampleInterval, time.Now())
+	t, b, stopped := attack(ctx, cfg, tr, before.ID, prefix, rec, side, progressW)
+	samples := smp.stop(t.start)
 	recErr := rec.close()
 
 	vctx := ctx
@@ -75,16 +89,18 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 		vctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cfg.Timeout)
 		defer cancel()
 	}
-	after, count, orders, err := apis[0].snapshot(vctx, before.ID)
+	after, orders, listed, err := apis[0].snapshot(vctx, before.ID)
 	if err != nil {
 		return Report{}, fmt.Errorf("loadtest: verify after the attack: %w", err)
 	}
+	// The read after the sale: its last product read, which began once
+	// the orders were listed.
+	hist.productOp(OpRead, apis[0].base, listed, time.Now(), nil, after)
 
 	requests, fresh := b.counts()
 	invariants := Check(Observed{
 		Before:        before,
 		After:         after,
-		OrderCount:    count,
 		Orders:        orders,
 		UserPrefix:    prefix,
 		Created:       t.created,
@@ -92,8 +108,15 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 		Unknown:       t.unknown,
 		Demand:        int(fresh),
 		EndedNormally: stopped == "",
+		Restocked:     side.restocks.last,
+		Restocks:      side.restocks.sent,
+		StockUnknown:  !side.restocks.known,
 	})
 	rep := newReport(cfg, before, after, orders, prefix, t, invariants, stopped)
+	rep.addCharts(t, samples)
+	rep.Reads, rep.Restocks = side.reads, side.restocks.sent
+	rep.Linearizability, rep.History, err = checkRun(cfg, hist, prefix, orders, listed)
+	recErr = errors.Join(recErr, err)
 	if int(requests) != rep.Requests {
 		// Every hit yields one result; a gap would mean lost accounting.
 		recErr = errors.Join(recErr, fmt.Errorf("loadtest: %d requests sent but %d results", requests, rep.Requests))
@@ -101,6 +124,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	if err := rep.WriteText(w); err != nil {
 		recErr = errors.Join(recErr, err)
 	}
+	recErr = errors.Join(recErr, rep.writeReportFiles(cfg))
 	return rep, recErr
 }
 
@@ -135,7 +159,7 @@ func setUp(ctx context.Context, cfg Config, apis []api, prefix string) (Product,
 // attack runs Vegeta until the pacing, the duration, the hard deadline or
 // ctx stops it, and returns what it saw. stopped is empty on a normal end.
 func attack(ctx context.Context, cfg Config, tr http.RoundTripper, productID int64, prefix string,
-	rec *recorder, progressW io.Writer) (t *tally, b *buyers, stopped string) {
+	rec *recorder, side *beside, progressW io.Writer) (t *tally, b *buyers, stopped string) {
 	atkCtx, cancel := context.WithTimeout(ctx, cfg.hardDeadline())
 	defer cancel()
 
@@ -148,7 +172,8 @@ func attack(ctx context.Context, cfg Config, tr http.RoundTripper, productID int
 	b = newBuyers(cfg.Targets, productID, prefix, cfg.RepeatShare, rand.Uint64())
 	start := time.Now()
 	t = newTally(start)
-	results := attacker.Attack(b.targeter(), newPacer(cfg), cfg.Duration, attackName)
+	results := attacker.Attack(mixTargeter(b, cfg.Targets, productID, cfg.Mix.Reads), newPacer(cfg), cfg.Duration, attackName)
+	side.start(atkCtx)
 
 	// Vegeta has no context: turn ctx and the hard deadline into Stop. The
 	// goroutine ends with atkCtx, cancelled on return at the latest.
@@ -168,11 +193,15 @@ func attack(ctx context.Context, cfg Config, tr http.RoundTripper, productID int
 	}
 
 	for r := range results {
+		rec.add(r)
+		if side.result(r) {
+			continue // a read
+		}
 		if o := t.add(r); o.created() {
 			b.recordPurchase(o.user)
 		}
-		rec.add(r)
 	}
+	side.end()
 	switch {
 	case ctx.Err() != nil:
 		stopped = "interrupted"
@@ -189,6 +218,8 @@ func newReport(cfg Config, before, after Product, orders []Order, prefix string,
 	invariants []Invariant, stopped string) Report {
 	rep := Report{
 		Targets:   cfg.Targets,
+		Shape:     cfg.Shape(),
+		Mix:       cfg.Mix,
 		ProductID: before.ID, UserPrefix: prefix,
 		Before: before, After: after,
 		Requests: t.requests, Repeats: t.repeats, Created: t.created, Unknown: t.unknown,
@@ -221,12 +252,4 @@ func newReport(cfg Config, before, after Product, orders []Order, prefix string,
 		rep.PurchaseRate = float64(t.created) / s
 	}
 	return rep
-}
-
-// pacingText describes the pacing for the header line.
-func pacingText(cfg Config) string {
-	if cfg.RampTo > 0 && cfg.RampTo != cfg.Rate {
-		return fmt.Sprintf("%d -> %d req/s over %v", cfg.Rate, cfg.RampTo, cfg.Duration)
-	}
-	return fmt.Sprintf("%d req/s for %v", cfg.Rate, cfg.Duration)
 }

@@ -33,6 +33,7 @@ type tally struct {
 	lastCreated    time.Duration   // end of the last 201, from start
 	soldOutEnds    []time.Duration // ends of sold_out answers, from start
 	end            time.Duration   // end of the last answer, from start
+	events         []event         // every answer, in arrival order: the report's charts
 
 	live liveCounts
 }
@@ -70,6 +71,7 @@ func (t *tally) add(r *vegeta.Result) outcome {
 	end := r.End().Sub(t.start)
 	t.end = max(t.end, end)
 	t.all = append(t.all, r.Latency)
+	t.events = append(t.events, event{end: end, latency: r.Latency, key: o.key()})
 	switch {
 	case o.created():
 		t.created++

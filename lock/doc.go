@@ -57,7 +57,7 @@
 //
 // Loss is reported at once. The Lock knows a deadline until which its lease
 // certainly lasts (the send time of the request that took or last extended
-// it, plus the TTL). When a renewal finds another owner, or the deadline
+// it, plus the lease that request set). When a renewal finds another owner, or the deadline
 // passes without a successful renewal, Lost is closed and every context
 // from Lock.Context (and Do's) is cancelled with cause ErrLeaseLost.
 //
@@ -68,13 +68,21 @@
 // the largest token it has seen and refuses writes with smaller ones: a
 // paused holder that wakes up after someone else acquired is refused. The
 // token is issued by the acquire script itself, atomically with the
-// acquisition: the last token plus one, or, when a restart without
-// persistence lost the counter, the server's clock in microseconds. The
-// counter makes tokens strictly increase; the clock makes them keep
-// increasing across the loss, since the counter (seeded from the clock,
-// one per acquisition, each a script run of several microseconds) never
-// overtakes it. The seckill service in this repository shows the protocol
-// against a SQL database (internal/seckill).
+// acquisition: the server's clock in microseconds, or the last token plus
+// one if that is larger. The counter makes tokens strictly increase on one
+// server. The clock makes them keep increasing when Redis loses the
+// counter's latest value: a restart without persistence loses it, and a
+// restart from a snapshot taken before the latest acquisitions, or a
+// failover to a replica that had not received them, brings back an older
+// value, from which the counter alone would issue again tokens already
+// handed out. That rests on one assumption about clocks: the clock of the
+// server that issues the first token after such a loss reads later than
+// the clock that issued the last token before it did at the time. Clocks
+// kept in step by NTP differ by milliseconds, and a restart or failover
+// takes longer; a clock stepped back by more than that (by hand, or a
+// server whose clock is far behind its master's) breaks it. The seckill
+// service in this repository shows the protocol against a SQL database
+// (internal/seckill).
 //
 // # Waiting: queued hand-off instead of polling
 //
@@ -93,7 +101,12 @@
 //     script, grants it to the oldest live entry: the lock's value becomes
 //     that ticket, a token is issued, and a message on the lock's channel
 //     tells the process. Processes are served in turn; the new holder needs
-//     no round trip of its own. If the next entry is the releaser's own
+//     no round trip of its own to hold it. The grant's lease is a short
+//     claim, as long as the entry's lease (five re-check intervals), which
+//     the grantee extends to the full TTL in the background as it takes
+//     the grant: a process that crashed while waiting still has an entry
+//     for up to that long, and a grant to it then blocks the lock for the
+//     claim, not a whole TTL. If the next entry is the releaser's own
 //     process, the reply carries the grant and the lock passes to the next
 //     local goroutine in one round trip. Such a local hand-off skips a
 //     message and a wake-up in another process, so a process with more
@@ -108,7 +121,8 @@
 // that is shorter, otherwise after RecheckInterval (100 ms), jittered. The
 // re-check takes over an expired lock and finds a grant whose message was
 // lost. It also refreshes the process's place in the queue; a process that
-// stops refreshing (it crashed) drops out after five intervals.
+// stops refreshing (it crashed) drops out after five intervals, and one
+// whose refresh comes later than that queues again, at the back.
 //
 // # Round trips and ambiguous outcomes
 //
@@ -129,7 +143,7 @@
 //	lock:{name}          the owner's UUID, with the lease as its TTL
 //	lock:{name}:fence    the last fencing token (no TTL: it must outlive the lock)
 //	lock:{name}:queue    ids of waiting processes, oldest first
-//	lock:{name}:waiters  each waiting process's ticket and entry expiry
+//	lock:{name}:waiters  each waiting process's ticket, entry expiry and leases
 //	lock:{name}:void:ID  tombstone of a ticket given up (expires with the lease)
 //	lock:{name}:grant    the channel grants are published on
 //
@@ -147,15 +161,17 @@
 //   - NewRedlock: the lock lives on a quorum of independent masters, so a
 //     minority of them can fail or restart empty. See NewRedlock for the
 //     algorithm and for what it does not guarantee.
-//   - The fencing token, provided the resource checks it. Tokens survive
-//     the loss of the counter as long as the clock of the server that
-//     issues the next token is not behind the clock of the one that
-//     issued the last by more than the restart or failover took.
+//   - The fencing token, provided the resource checks it. Tokens keep
+//     increasing when a restart or failover loses the counter or brings
+//     back an older one, as long as the clock of the server that issues
+//     the next token is not behind the clock of the one that issued the
+//     last by more than the restart or failover took (see Fencing above).
 //
 // # What this does not guarantee
 //
 // The deadline a Lock computes assumes that this process's clock and the
 // servers' run at about the same rate; it does not assume they agree on the
 // time. A process paused longer than its lease learns of the loss only when
-// it runs again: the fence, not the lock, stops its late writes.
+// it runs again: the fence, not the lock, stops its late writes. The tokens
+// assume only what Fencing above says of the servers' clocks.
 package lock

@@ -34,30 +34,44 @@ type Lock struct {
 	renewAt  time.Time
 	renewing bool
 	failures int // renewals failed in a row
+	// claim: the lease is still a grant's claim lease, shorter than the
+	// TTL. The first renewal, started at once, extends it to the TTL, also
+	// with renewal disabled.
+	claim bool
 
 	at    time.Time // when the watchdog looks next; guarded by watchdog.mu
 	index int       // place in the watchdog's heap, -1 when out; guarded by watchdog.mu
 }
 
-// newLock starts the watchdog of a lock just won. deadline is a time the
-// lease certainly lasts until: the send time of the request that took it
-// (or an earlier bound) plus the lease. Caller holds Locker.mu.
-func (l *Locker) newLock(q *queue, owner string, token int64, deadline time.Time) *Lock {
+// newLock starts the watchdog of a lock just won for g.ticket. g.deadline
+// is a time the lease certainly lasts until: the send time of the request
+// that took it (or an earlier bound) plus the lease. A claim lease is
+// extended at once. Caller holds Locker.mu, and the Locker is not closed.
+func (l *Locker) newLock(q *queue, g grant) *Lock {
 	lk := &Lock{
 		l:        l,
 		name:     q.name,
 		k:        q.k,
-		owner:    owner,
-		token:    token,
+		owner:    g.ticket,
+		token:    g.token,
 		acquired: time.Now(),
-		deadline: deadline,
+		deadline: g.deadline,
 		lost:     make(chan struct{}),
-		renewAt:  deadline.Add(l.opts.RenewInterval - l.opts.TTL),
+		renewAt:  g.deadline.Add(l.opts.RenewInterval - l.opts.TTL),
+		claim:    g.claim,
+		renewing: g.claim,
 		index:    -1,
 	}
 	lk.mu.Lock()
 	l.dog.schedule(lk, lk.nextEvent())
 	lk.mu.Unlock()
+	if g.claim {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			lk.renew()
+		}()
+	}
 	return lk
 }
 
@@ -71,11 +85,17 @@ func (lk *Lock) Name() string { return lk.name }
 func (lk *Lock) Owner() string { return lk.owner }
 
 // Token is the fencing token of this acquisition: larger than the token of
-// every earlier acquisition of the same lock, also across a Redis restart
-// that lost the counter. Pass it to the resource the lock protects and have
-// the resource refuse writes carrying a smaller token than it has seen: that,
-// not the lease, is what keeps a holder that stalled past its lease from
-// writing (Kleppmann, "How to do distributed locking").
+// every earlier acquisition of the same lock. That holds also when Redis
+// lost the counter or brought back an older one (a restart without
+// persistence or from a stale snapshot, a failover to a lagging replica),
+// under one clock assumption: the token is the server's clock in
+// microseconds unless the counter is ahead, so the server that issues the
+// first token after the loss must have a clock that reads later than the
+// issuer of the last token's did then (clocks that differ by less than
+// the restart or failover took). Pass it to the resource the lock protects
+// and have the resource refuse writes carrying a smaller token than it has
+// seen: that, not the lease, is what keeps a holder that stalled past its
+// lease from writing (Kleppmann, "How to do distributed locking").
 func (lk *Lock) Token() int64 { return lk.token }
 
 // Lost is closed when the lease is lost: a renewal found another owner or
@@ -152,12 +172,14 @@ func (lk *Lock) Extend(ctx context.Context) error {
 	return nil
 }
 
-// extended moves the lease's deadline forward to d (never back).
+// extended moves the lease's deadline forward to d (never back): the lease
+// now runs for the full TTL.
 func (lk *Lock) extended(d time.Time) {
 	lk.mu.Lock()
 	if d.After(lk.deadline) {
 		lk.deadline = d
 	}
+	lk.claim = false
 	lk.mu.Unlock()
 }
 
@@ -215,11 +237,16 @@ func (lk *Lock) Release(ctx context.Context) error {
 // its deadline if that comes first, if renewal is off, or while a renewal
 // is in flight. Caller holds lk.mu.
 func (lk *Lock) nextEvent() time.Time {
-	if lk.l.opts.DisableRenewal || lk.renewing || lk.deadline.Before(lk.renewAt) {
+	if !lk.renews() || lk.renewing || lk.deadline.Before(lk.renewAt) {
 		return lk.deadline
 	}
 	return lk.renewAt
 }
+
+// renews reports whether the watchdog renews lk: with renewal on, and
+// until a claim lease is extended to the TTL in any case. Caller holds
+// lk.mu.
+func (lk *Lock) renews() bool { return !lk.l.opts.DisableRenewal || lk.claim }
 
 // due is called by the watchdog when lk's time has come. At the deadline
 // (unless a renewal moved it meanwhile), the lease is lost, whatever a
@@ -239,7 +266,7 @@ func (lk *Lock) due() {
 		lk.lose(ErrLeaseLost)
 		return
 	}
-	if lk.l.opts.DisableRenewal || lk.renewing || now.Before(lk.renewAt) {
+	if !lk.renews() || lk.renewing || now.Before(lk.renewAt) {
 		lk.l.dog.schedule(lk, lk.nextEvent()) // early: the deadline moved
 		lk.mu.Unlock()
 		return

@@ -127,9 +127,12 @@ const releaseTimeout = 2 * time.Second
 
 // Close stops the Locker's background work: waiters get ErrClosed, held
 // Locks stop renewing and report ErrClosed through Lost. Release held Locks
-// first. Close takes the process out of every lock's queue (a ticket left
-// queued could be granted to this closed process and block the lock for a
-// whole TTL), and waits for every goroutine the Locker started.
+// first. An Acquire that completes after Close has begun gives up what it
+// got and returns ErrClosed: a Lock it returned would have nobody to renew
+// its lease or report its loss. Close takes the process out of every lock's
+// queue (a ticket left queued could be granted to this closed process and
+// block the lock for its claim lease), and waits for every goroutine the
+// Locker started.
 func (l *Locker) Close() error {
 	type giveUp struct {
 		k      keys
@@ -177,7 +180,16 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool) (*Lock, er
 	start := time.Now()
 	lk, contended, err := l.acquireOrWait(ctx, name, wait, start)
 	if err == nil {
-		if err = l.b.confirm(ctx, lk); err != nil {
+		err = l.b.confirm(ctx, lk)
+		if err == nil && l.isClosed() && !testAcquireIgnoresClose {
+			// Close began while we acquired. It may have told this Lock
+			// ErrClosed, or may have run before the Lock existed and
+			// then nothing watches its lease: either way the caller must
+			// not hold it. (Once Acquire has returned, Close reports
+			// through Lost.)
+			err = ErrClosed
+		}
+		if err != nil {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 			_ = lk.Release(rctx)
 			cancel()
@@ -213,11 +225,20 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, star
 		q.attempting = true
 		l.mu.Unlock()
 
-		lk, err := l.tryOnce(ctx, q)
+		g, err := l.tryOnce(ctx, q)
 
 		l.mu.Lock()
 		q.attempting = false
-		if lk != nil {
+		if g != nil && l.closed && !testAcquireIgnoresClose {
+			// Close began while we asked: no Lock may start after it
+			// (nothing would renew it or report its loss). Give it up.
+			l.settle(q)
+			l.mu.Unlock()
+			l.cleanup(ctx, q.k, g.ticket)
+			return nil, false, ErrClosed
+		}
+		if g != nil {
+			lk := l.newLock(q, *g)
 			q.holder = lk
 			l.mu.Unlock()
 			return lk, false, nil
@@ -273,9 +294,9 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, star
 }
 
 // tryOnce is the uncontended path: one acquire script that takes the lock
-// if it is free and nobody is queued for it. It returns (nil, nil) when the
-// lock is taken.
-func (l *Locker) tryOnce(ctx context.Context, q *queue) (*Lock, error) {
+// if it is free and nobody is queued for it. It returns the lock won, or
+// (nil, nil) when the lock is taken.
+func (l *Locker) tryOnce(ctx context.Context, q *queue) (*grant, error) {
 	ticket := uuid.NewString()
 	res, err := l.b.acquire(ctx, q.k, ticket, modeNoQueue)
 	if err != nil {
@@ -292,10 +313,19 @@ func (l *Locker) tryOnce(ctx context.Context, q *queue) (*Lock, error) {
 	if res.status != acquired {
 		return nil, nil
 	}
+	return &grant{ticket: ticket, token: res.token, deadline: res.deadline}, nil
+}
+
+// isClosed reports whether Close has begun.
+func (l *Locker) isClosed() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.newLock(q, ticket, res.token, res.deadline), nil
+	return l.closed
 }
+
+// testAcquireIgnoresClose lets a test switch off Acquire's check for a
+// Close that began meanwhile, to show the failure the check prevents.
+var testAcquireIgnoresClose = false
 
 // cleanup voids ticket: deletes the lock if ticket owns it (passing it to
 // the next waiter) and makes a late acquire with it fail. If cleanup fails

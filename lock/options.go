@@ -52,7 +52,8 @@ type Options struct {
 	// RecheckInterval bounds the fallback re-check of a waiting process; each
 	// wait is jittered by ±25% so processes do not re-check in step.
 	// Default DefaultRecheckInterval. A waiting process's place in the queue
-	// expires after five intervals without a re-check.
+	// expires after five intervals without a re-check, and a grant to it
+	// holds the lock for five intervals until the process takes it.
 	RecheckInterval time.Duration
 
 	// Prefix starts every key and channel. Default DefaultPrefix. It must
@@ -79,6 +80,16 @@ type Options struct {
 	// Observer, when set, is told about acquisitions, waits, releases,
 	// renewal failures and lost leases, to count them.
 	Observer Observer
+
+	// UnsafeCounterTokens is UNSAFE, for demonstrations and fault tests
+	// only; never set it in production. It issues each fencing token as
+	// the last token plus one, reading the server's clock only when the
+	// counter is missing, instead of the larger of the two. After a Redis
+	// restart from a stale snapshot, or a failover to a replica that had
+	// not received the latest acquisitions, tokens then go backwards: a
+	// resource that accepts equal tokens lets two holders write, and one
+	// that refuses them refuses every holder until the counter catches up.
+	UnsafeCounterTokens bool
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -125,7 +136,8 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // entryLease is how long a waiting process's place in the queue lasts
-// without a re-check.
+// without a re-check, and the claim lease of a grant to it: the grant
+// blocks the lock no longer than the place would outlive a crash.
 func (o Options) entryLease() time.Duration { return 5 * o.RecheckInterval }
 
 // Observer is told what the Locker does, for metrics. Methods are called

@@ -56,10 +56,14 @@ type waiter struct {
 	ch chan *Lock // capacity 1: receives the lock when it is handed over
 }
 
+// grant is a lock won for a ticket of this process, not yet handed out.
 type grant struct {
 	ticket   string
 	token    int64
-	deadline time.Time
+	deadline time.Time // the lease lasts at least until then
+	// claim: the lease is a grant's claim lease, shorter than the TTL; the
+	// Lock extends it at once (common.lua's grant_lease says why).
+	claim bool
 }
 
 func (l *Locker) newQueue(name string) *queue {
@@ -117,7 +121,7 @@ func (q *queue) dropTicket() {
 // while it has work, and forgets q when nothing is left.
 func (l *Locker) settle(q *queue) {
 	if p := q.pending; p != nil && len(q.waiters) > 0 {
-		l.handOff(q, p.ticket, p.token, p.deadline)
+		l.handOff(q, *p)
 	}
 	if len(q.waiters) > 0 || q.ticket != "" || len(q.withdraw) > 0 {
 		if !q.driving && !l.closed {
@@ -138,32 +142,45 @@ func (l *Locker) settle(q *queue) {
 	}
 }
 
-// handOff gives a lock won for ticket, q's current ticket, to the oldest
+// handOff gives a lock won for g.ticket, q's current ticket, to the oldest
 // local waiter; with none, it keeps the grant pending. Caller holds
-// Locker.mu and calls settle afterwards.
-func (l *Locker) handOff(q *queue, ticket string, token int64, deadline time.Time) {
+// Locker.mu, has checked that the Locker is not closed, and calls settle
+// afterwards.
+func (l *Locker) handOff(q *queue, g grant) {
+	if g.claim && time.Until(g.deadline) < l.opts.entryLease()/2 {
+		// Too little of the claim lease is left to count on the extension
+		// landing in time (the process was paused, or the grant waited
+		// for a goroutine). The driver's re-check takes the grant instead:
+		// the acquire script extends it to the full lease if it is still
+		// ours, and finds our place gone otherwise.
+		q.ticket, q.pending = g.ticket, nil
+		q.checkAt = time.Time{}
+		return
+	}
 	if len(q.waiters) == 0 {
 		// Kept on q.ticket, so that the driver withdraws it if nobody comes.
-		q.ticket = ticket
-		q.pending = &grant{ticket: ticket, token: token, deadline: deadline}
+		q.ticket = g.ticket
+		q.pending = &g
 		return
 	}
 	w := q.waiters[0]
 	q.waiters = q.waiters[1:]
 	q.ticket, q.registered, q.pending = "", false, nil
-	lk := l.newLock(q, ticket, token, deadline)
+	lk := l.newLock(q, g)
 	q.holder = lk
 	w.ch <- lk
 }
 
-// deliverGrant handles a grant message from the subscription.
+// deliverGrant handles a grant message from the subscription. The grant
+// came with a claim lease, which started after the last call that found
+// the ticket still waiting was sent.
 func (l *Locker) deliverGrant(q *queue, ticket string, token int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if q.ticket != ticket || ticket == "" || q.pending != nil {
+	if q.ticket != ticket || ticket == "" || q.pending != nil || l.closed {
 		return // stale: taken through a reply, or given up
 	}
-	l.handOff(q, ticket, token, q.ticketSince.Add(l.opts.TTL))
+	l.handOff(q, grant{ticket: ticket, token: token, deadline: q.ticketSince.Add(l.opts.entryLease()), claim: true})
 	l.settle(q)
 }
 
@@ -308,7 +325,7 @@ func (l *Locker) afterAttempt(q *queue, ticket string, sent time.Time, res acqui
 	}
 	switch res.status {
 	case acquired:
-		l.handOff(q, ticket, res.token, res.deadline)
+		l.handOff(q, grant{ticket: ticket, token: res.token, deadline: res.deadline})
 		l.settle(q)
 		return 0
 	case placeLost, voided:
@@ -342,18 +359,27 @@ func (l *Locker) retry(q *queue, failures *int) time.Duration {
 	res, err := l.b.acquire(ctx, q.k, ticket, modeNoQueue)
 	cancel()
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if err != nil {
 		q.lastErr = err
 		*failures++
+		l.mu.Unlock()
 		return l.backoff(*failures)
 	}
 	*failures = 0
 	if res.status != acquired {
+		l.mu.Unlock()
 		return l.recheckIn(res.retryIn)
 	}
-	l.handOff(q, ticket, res.token, res.deadline)
+	if l.closed {
+		// Close began while we asked, and no Lock may start after it:
+		// give the lock up. The next step sees the Locker closed.
+		l.mu.Unlock()
+		l.cleanup(context.Background(), q.k, ticket)
+		return -1
+	}
+	l.handOff(q, grant{ticket: ticket, token: res.token, deadline: res.deadline})
 	l.settle(q)
+	l.mu.Unlock()
 	return 0
 }
 
@@ -374,29 +400,38 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 	res, err := l.b.release(ctx, lk.k, lk.owner, requeue)
 
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if q == nil || l.queues[lk.name] != q {
-		return res.released, err
+	giveUp := ""
+	if err == nil && res.granted && l.closed {
+		// Close began while we released, and the lock came back to this
+		// process: nobody here may take it any more. Pass it on.
+		giveUp = res.ticket
 	}
-	if q.holder == lk {
-		q.holder = nil
-	}
-	switch {
-	case err != nil:
-		if requeue != "" && q.ticket == requeue {
-			q.dropTicket() // it may or may not be queued: give it up
+	if q != nil && l.queues[lk.name] == q {
+		if q.holder == lk {
+			q.holder = nil
 		}
-	case res.granted && res.ticket == q.ticket:
-		l.handOff(q, res.ticket, res.token, res.deadline)
-	case res.granted:
-		// Granted to a ticket of ours that is no longer wanted: pass it on.
-		q.withdraw = append(q.withdraw, res.ticket)
-	case requeue != "" && q.ticket == requeue:
-		q.registered = true
-		q.ticketSince = sent
-		q.checkAt = time.Now().Add(l.jitter(l.opts.RecheckInterval))
+		switch {
+		case giveUp != "":
+		case err != nil:
+			if requeue != "" && q.ticket == requeue {
+				q.dropTicket() // it may or may not be queued: give it up
+			}
+		case res.granted && res.ticket == q.ticket:
+			l.handOff(q, grant{ticket: res.ticket, token: res.token, deadline: res.deadline})
+		case res.granted:
+			// Granted to a ticket of ours that is no longer wanted: pass it on.
+			q.withdraw = append(q.withdraw, res.ticket)
+		case requeue != "" && q.ticket == requeue:
+			q.registered = true
+			q.ticketSince = sent
+			q.checkAt = time.Now().Add(l.jitter(l.opts.RecheckInterval))
+		}
+		l.settle(q)
 	}
-	l.settle(q)
+	l.mu.Unlock()
+	if giveUp != "" {
+		l.cleanup(ctx, lk.k, giveUp)
+	}
 	return res.released, err
 }
 

@@ -26,13 +26,15 @@ import (
 //     still arrive (the ticket's tombstone then makes it fail).
 //   - Extend and renewal need a quorum too; without one, the lease is lost
 //     and the holder is told.
-//   - Fencing tokens: each node issues its last token + 1 (its clock in µs
-//     when it lost the counter) in the acquire script; the holder takes the largest over its
-//     quorum and raises the counter of every node it holds to it before
-//     returning. Any two quorums share a node, so the next holder's token
-//     is larger, while at most a minority of nodes is down or restarted
-//     without persistence (and the clock component covers a restarted
-//     node that is in the shared one).
+//   - Fencing tokens: each node issues its clock in µs, or its last token
+//     plus one if that is larger, in the acquire script; the holder takes the
+//     largest over its quorum and raises the counter of every node it
+//     holds to it before returning. Any two quorums share a node, so the
+//     next holder's token is larger: the shared node's counter is at
+//     least the last token, or, if that node came back without it
+//     (restarted empty or from a stale snapshot), its clock is past the
+//     last token, under the clock assumption of Lock.Token. The raise
+//     covers nodes whose clocks are behind the others'.
 //
 // Give each node a client that answers within NodeTimeout or fails:
 // ContextTimeoutEnabled (so the per-node deadline bounds reads),
@@ -64,15 +66,16 @@ func NewRedlock(clients []redis.UniversalClient, opts Options) (*Locker, error) 
 		return nil, errors.New("lock: WaitReplicas applies to one master with replicas, not to Redlock")
 	}
 	return newLocker(opts, func(o Options, id string) backend {
-		return &redlock{nodes: clients, opts: o, quorum: len(clients)/2 + 1}
+		return &redlock{nodes: clients, opts: o, quorum: len(clients)/2 + 1, acquireScript: o.scripts().acquire}
 	})
 }
 
 // redlock is the quorum backend.
 type redlock struct {
-	nodes  []redis.UniversalClient
-	opts   Options
-	quorum int
+	nodes         []redis.UniversalClient
+	opts          Options
+	quorum        int
+	acquireScript *redis.Script
 
 	// Node calls that outlive the node timeout finish in the background;
 	// close waits for them.
@@ -139,7 +142,7 @@ collect:
 func (r *redlock) acquire(ctx context.Context, k keys, ticket string, _ acquireMode) (acquireResult, error) {
 	start := time.Now()
 	replies := onEach(ctx, r, func(ctx context.Context, _ int, c redis.UniversalClient) ([]int64, error) {
-		return acquireScript.Run(ctx, c, k.forTicket(ticket),
+		return r.acquireScript.Run(ctx, c, k.forTicket(ticket),
 			ticket, r.opts.TTL.Milliseconds(), "redlock", string(modeNoQueue), r.opts.entryLease().Milliseconds(), k.channel,
 		).Int64Slice()
 	})

@@ -25,12 +25,41 @@ var (
 	wakeReleaseLua string
 	//go:embed lua/raise_fence.lua
 	raiseFenceLua string
+	//go:embed lua/unsafe_counter_tokens.lua
+	unsafeCounterTokensLua string
 
-	acquireScript  = redis.NewScript(commonLua + acquireLua)
-	releaseScript  = redis.NewScript(commonLua + releaseLua)
-	withdrawScript = redis.NewScript(commonLua + withdrawLua)
-	extendScript   = redis.NewScript(extendLua)
-
+	extendScript      = redis.NewScript(extendLua)
 	wakeReleaseScript = redis.NewScript(wakeReleaseLua)
 	raiseFenceScript  = redis.NewScript(raiseFenceLua)
+
+	// safeScripts are the lock's scripts; counterTokenScripts issue tokens
+	// by the unsafe rule of Options.UnsafeCounterTokens.
+	safeScripts         = newScriptSet("")
+	counterTokenScripts = newScriptSet(unsafeCounterTokensLua)
 )
+
+// scriptSet is the scripts built on common.lua: the ones that issue tokens
+// and hand the lock over.
+type scriptSet struct {
+	acquire, release, withdraw *redis.Script
+}
+
+// newScriptSet builds the scripts with override placed between common.lua
+// and each script's own text, where it may replace the functions that
+// common.lua defines (the token rule).
+func newScriptSet(override string) *scriptSet {
+	head := commonLua + override
+	return &scriptSet{
+		acquire:  redis.NewScript(head + acquireLua),
+		release:  redis.NewScript(head + releaseLua),
+		withdraw: redis.NewScript(head + withdrawLua),
+	}
+}
+
+// scripts is the script set these options select.
+func (o Options) scripts() *scriptSet {
+	if o.UnsafeCounterTokens {
+		return counterTokenScripts
+	}
+	return safeScripts
+}

@@ -12,9 +12,10 @@ import (
 // Sentinel, or Cluster. It can hand the lock over in the release script,
 // because one server decides who is next.
 type single struct {
-	client redis.UniversalClient
-	opts   Options
-	id     string // the process's id in the locks' queues
+	client  redis.UniversalClient
+	opts    Options
+	id      string // the process's id in the locks' queues
+	scripts *scriptSet
 
 	// The scripts' constant arguments, converted to interfaces once:
 	// go-redis would otherwise allocate for each, on every call.
@@ -22,7 +23,7 @@ type single struct {
 }
 
 func newSingle(client redis.UniversalClient, opts Options, id string) *single {
-	return &single{client: client, opts: opts, id: id,
+	return &single{client: client, opts: opts, id: id, scripts: opts.scripts(),
 		ttlArg: opts.TTL.Milliseconds(), leaseArg: opts.entryLease().Milliseconds(), idArg: id}
 }
 
@@ -43,7 +44,7 @@ func (s *single) subscribers() []redis.UniversalClient { return []redis.Universa
 
 func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquireMode) (acquireResult, error) {
 	sent := time.Now()
-	v, err := acquireScript.Run(ctx, s.client, k.forTicket(ticket),
+	v, err := s.scripts.acquire.Run(ctx, s.client, k.forTicket(ticket),
 		ticket, s.ttlArg, s.idArg, modeArgs[mode], s.leaseArg, k.channelArg,
 	).Int64Slice()
 	if err != nil {
@@ -64,7 +65,7 @@ func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquir
 
 func (s *single) release(ctx context.Context, k keys, owner, requeue string) (releaseResult, error) {
 	sent := time.Now()
-	v, err := releaseScript.Run(ctx, s.client, k.forTicket(owner),
+	v, err := s.scripts.release.Run(ctx, s.client, k.forTicket(owner),
 		owner, s.idArg, requeue, s.ttlArg, s.leaseArg, k.channelArg, burstArg,
 	).Slice()
 	if err != nil {
@@ -84,7 +85,7 @@ func (s *single) release(ctx context.Context, k keys, owner, requeue string) (re
 }
 
 func (s *single) withdraw(ctx context.Context, k keys, ticket string) error {
-	return withdrawScript.Run(ctx, s.client, k.forTicket(ticket), s.id, ticket, k.channel, s.opts.TTL.Milliseconds()).Err()
+	return s.scripts.withdraw.Run(ctx, s.client, k.forTicket(ticket), s.id, ticket, k.channel, s.opts.TTL.Milliseconds()).Err()
 }
 
 func (s *single) extend(ctx context.Context, k keys, owner string) (time.Time, bool, error) {

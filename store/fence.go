@@ -17,6 +17,7 @@ import (
 const (
 	claimFence     = "UPDATE products SET fence = ? WHERE id = ? AND fence < ?"
 	setStockFenced = "UPDATE products SET stock = ? WHERE id = ? AND fence = ?"
+	placeFenced    = "UPDATE products SET stock = ?, sold = sold + ? WHERE id = ? AND fence = ?"
 )
 
 // ClaimFence stores token as the product's fence if it is larger than the
@@ -33,34 +34,56 @@ func (s *Store) ClaimFence(ctx context.Context, productID, token int64) error {
 	return nil
 }
 
-// PlaceOrder, in one transaction, sets the product's stock to newStock and
-// inserts o, both only while the product's fence equals o.Fence. The stock
-// write goes first: once it has matched, this transaction holds SQLite's
-// write lock until commit, so the fence cannot move between it and the
-// insert. The stock is guarded by the fence alone, not by "stock > 0": the
-// fence is what must prevent an oversell (see package seckill).
-func (s *Store) PlaceOrder(ctx context.Context, o *seckill.Order, newStock int64) error {
+// PlaceOrders, in one transaction, sets the product's stock to newStock,
+// adds len(orders) to its sold count and inserts the orders, all only while
+// the product's fence equals token; otherwise it writes nothing and returns
+// an error matching seckill.ErrFenceRejected. The product write goes first:
+// once it has matched, this transaction holds the write lock (SQLite's on
+// the file, PostgreSQL's on the row) until commit, so the fence cannot move
+// between it and the insert. The stock is
+// guarded by the fence alone, not by "stock > 0": the fence is what must
+// prevent an oversell (see package seckill). It sets the orders' ids.
+func (s *Store) PlaceOrders(ctx context.Context, productID, token, newStock int64, orders []*seckill.Order) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := setStockIfFenced(tx, o.ProductID, newStock, o.Fence); err != nil {
+		res := tx.Exec(placeFenced, newStock, len(orders), productID, token)
+		if res.Error != nil {
+			return fmt.Errorf("store: place %d order(s) for product %d under fence %d: %w", len(orders), productID, token, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return fmt.Errorf("store: place %d order(s) for product %d under fence %d: %w", len(orders), productID, token, seckill.ErrFenceRejected)
+		}
+		if err := insertOrders(tx, orders); err != nil {
 			return err
 		}
-		return insertOrder(tx, o)
+		if s.beforeCommit != nil {
+			s.beforeCommit()
+		}
+		return nil
 	})
 }
 
-// SetStockFenced sets the product's stock while its fence equals token;
-// otherwise it returns an error matching seckill.ErrFenceRejected.
-func (s *Store) SetStockFenced(ctx context.Context, productID, stock, token int64) error {
-	return setStockIfFenced(s.db.WithContext(ctx), productID, stock, token)
-}
-
-func setStockIfFenced(db *gorm.DB, productID, stock, token int64) error {
-	res := db.Exec(setStockFenced, stock, productID, token)
-	if res.Error != nil {
-		return fmt.Errorf("store: set stock of product %d under fence %d: %w", productID, token, res.Error)
+// SetStockFenced, in one transaction, sets the product's stock while its
+// fence equals token and reads the product back, so the answer is the
+// state this write produced and nothing later; otherwise it writes nothing
+// and returns an error matching seckill.ErrFenceRejected. Once the update
+// has matched, the transaction holds SQLite's write lock until commit, so
+// no other write lands between the update and the read.
+func (s *Store) SetStockFenced(ctx context.Context, productID, stock, token int64) (*seckill.Product, error) {
+	var p *seckill.Product
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Exec(setStockFenced, stock, productID, token)
+		if res.Error != nil {
+			return fmt.Errorf("store: set stock of product %d under fence %d: %w", productID, token, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return fmt.Errorf("store: set stock of product %d under fence %d: %w", productID, token, seckill.ErrFenceRejected)
+		}
+		var err error
+		p, err = product(tx, productID)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	if res.RowsAffected == 0 {
-		return fmt.Errorf("store: set stock of product %d under fence %d: %w", productID, token, seckill.ErrFenceRejected)
-	}
-	return nil
+	return p, nil
 }

@@ -11,56 +11,105 @@ import (
 )
 
 func (r orderRow) order() *seckill.Order {
-	return &seckill.Order{ID: r.ID, ProductID: r.ProductID, UserID: r.UserID, Fence: r.Fence, CreatedAt: r.CreatedAt}
+	// PostgreSQL returns times in the process's time zone; orders are
+	// written and shown in UTC.
+	return &seckill.Order{ID: r.ID, ProductID: r.ProductID, UserID: r.UserID, Fence: r.Fence, CreatedAt: r.CreatedAt.UTC()}
 }
 
 // HasOrder reports whether userID already has an order for the product.
 func (s *Store) HasOrder(ctx context.Context, productID int64, userID string) (bool, error) {
-	var n int
+	var found bool // SQLite answers 0 or 1, PostgreSQL a boolean
 	err := s.db.WithContext(ctx).
 		Raw("SELECT EXISTS (SELECT 1 FROM orders WHERE product_id = ? AND user_id = ?)", productID, userID).
-		Scan(&n).Error
+		Scan(&found).Error
 	if err != nil {
 		return false, fmt.Errorf("store: order of user %q for product %d: %w", userID, productID, err)
 	}
-	return n != 0, nil
+	return found, nil
 }
 
-// Orders returns a page of a product's orders, oldest first, and how many
-// it has in all.
-func (s *Store) Orders(ctx context.Context, productID int64, q seckill.OrderQuery) ([]*seckill.Order, int64, error) {
+// Buyers returns which of userIDs have an order for the product, with one
+// lookup in the (product, user) index per user.
+func (s *Store) Buyers(ctx context.Context, productID int64, userIDs []string) (map[string]bool, error) {
+	var found []string
+	err := s.db.WithContext(ctx).Model(&orderRow{}).
+		Where("product_id = ? AND user_id IN ?", productID, userIDs).
+		Pluck("user_id", &found).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: buyers among %d users of product %d: %w", len(userIDs), productID, err)
+	}
+	bought := make(map[string]bool, len(found))
+	for _, u := range found {
+		bought[u] = true
+	}
+	return bought, nil
+}
+
+// Orders returns a page of a product's orders, oldest first (see
+// seckill.OrderQuery for the two ways to page). One more row than the page
+// is read, to tell whether a next page exists.
+func (s *Store) Orders(ctx context.Context, productID int64, q seckill.OrderQuery) (*seckill.OrderList, error) {
 	db := s.db.WithContext(ctx)
-	var count int64
-	if err := db.Model(&orderRow{}).Where("product_id = ?", productID).Count(&count).Error; err != nil {
-		return nil, 0, fmt.Errorf("store: count orders of product %d: %w", productID, err)
+	page := db.Where("product_id = ?", productID).Order("id").Limit(q.Limit + 1)
+	list := &seckill.OrderList{ProductID: productID}
+	if q.Cursor {
+		page = page.Where("id > ?", q.After)
+	} else {
+		var count int64
+		if err := db.Model(&orderRow{}).Where("product_id = ?", productID).Count(&count).Error; err != nil {
+			return nil, fmt.Errorf("store: count orders of product %d: %w", productID, err)
+		}
+		list.Count = &count
+		page = page.Offset(q.Offset)
 	}
 	var rows []orderRow
-	err := db.Where("product_id = ?", productID).Order("id").Limit(q.Limit).Offset(q.Offset).Find(&rows).Error
-	if err != nil {
-		return nil, 0, fmt.Errorf("store: orders of product %d: %w", productID, err)
+	if err := page.Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("store: orders of product %d: %w", productID, err)
 	}
-	orders := make([]*seckill.Order, len(rows))
+	if len(rows) > q.Limit {
+		rows = rows[:q.Limit]
+		list.Next = rows[len(rows)-1].ID
+	}
+	list.Orders = make([]*seckill.Order, len(rows))
 	for i, r := range rows {
-		orders[i] = r.order()
+		list.Orders[i] = r.order()
 	}
-	return orders, count, nil
+	return list, nil
 }
 
-// InsertOrder inserts o with no condition and sets o.ID: seed 002's order
-// insert, used only by the unfenced modes. A second order of the same user
-// for the same product matches seckill.ErrAlreadyPurchased.
+// InsertOrder inserts o and adds one to the product's sold count, with no
+// condition, and sets o.ID: seed 002's order insert, used only by the
+// unfenced modes. A second order of the same user for the same product
+// matches seckill.ErrAlreadyPurchased. Sold counts every order so inserted,
+// so an oversell shows as sold above the supply.
 func (s *Store) InsertOrder(ctx context.Context, o *seckill.Order) error {
-	return insertOrder(s.db.WithContext(ctx), o)
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := insertOrders(tx, []*seckill.Order{o}); err != nil {
+			return err
+		}
+		res := tx.Exec("UPDATE products SET sold = sold + 1 WHERE id = ?", o.ProductID)
+		if res.Error != nil {
+			return fmt.Errorf("store: count the order of user %q for product %d: %w", o.UserID, o.ProductID, res.Error)
+		}
+		return nil
+	})
 }
 
-func insertOrder(db *gorm.DB, o *seckill.Order) error {
-	row := orderRow{ProductID: o.ProductID, UserID: o.UserID, Fence: o.Fence, CreatedAt: o.CreatedAt}
-	if err := db.Create(&row).Error; err != nil {
+// insertOrders inserts orders in one statement and sets their ids.
+func insertOrders(db *gorm.DB, orders []*seckill.Order) error {
+	rows := make([]orderRow, len(orders))
+	for i, o := range orders {
+		rows[i] = orderRow{ProductID: o.ProductID, UserID: o.UserID, Fence: o.Fence, CreatedAt: o.CreatedAt}
+	}
+	if err := db.Create(&rows).Error; err != nil {
 		if errors.Is(err, gorm.ErrDuplicatedKey) {
 			err = seckill.ErrAlreadyPurchased
 		}
-		return fmt.Errorf("store: insert order of user %q for product %d: %w", o.UserID, o.ProductID, err)
+		o := orders[0]
+		return fmt.Errorf("store: insert %d order(s) for product %d, the first of user %q: %w", len(orders), o.ProductID, o.UserID, err)
 	}
-	o.ID = row.ID
+	for i, o := range orders {
+		o.ID = rows[i].ID
+	}
 	return nil
 }

@@ -4,28 +4,13 @@ import (
 	"context"
 	"fmt"
 
+	"gorm.io/gorm"
+
 	"github.com/seckill-ref/seckill/internal/seckill"
 )
 
-// productSelect reads products with their sold count. Sold is counted from
-// the orders rather than kept as a column, so that it cannot drift from
-// them: in the unfenced modes the stock column can be wrong (that is what
-// they demonstrate), and the count is how the oversell is seen.
-const productSelect = `SELECT p.id, p.name, p.stock, p.fence,
-	(SELECT COUNT(*) FROM orders o WHERE o.product_id = p.id) AS sold
-FROM products p`
-
-// productView is one row of productSelect.
-type productView struct {
-	ID    int64
-	Name  string
-	Stock int64
-	Fence int64
-	Sold  int64
-}
-
-func (v productView) product() *seckill.Product {
-	return &seckill.Product{ID: v.ID, Name: v.Name, Stock: v.Stock, Sold: v.Sold, Fence: v.Fence}
+func (r productRow) product() *seckill.Product {
+	return &seckill.Product{ID: r.ID, Name: r.Name, Stock: r.Stock, Sold: r.Sold, Fence: r.Fence}
 }
 
 // CreateProduct inserts p and sets p.ID.
@@ -38,10 +23,16 @@ func (s *Store) CreateProduct(ctx context.Context, p *seckill.Product) error {
 	return nil
 }
 
-// Product returns one product, or an error matching seckill.ErrNotFound.
+// Product returns one product, or an error matching seckill.ErrNotFound. It
+// reads one row by its primary key, whatever the number of orders.
 func (s *Store) Product(ctx context.Context, id int64) (*seckill.Product, error) {
-	var rows []productView
-	if err := s.db.WithContext(ctx).Raw(productSelect+" WHERE p.id = ?", id).Scan(&rows).Error; err != nil {
+	return product(s.db.WithContext(ctx), id)
+}
+
+// product reads one product through db, which may be a transaction.
+func product(db *gorm.DB, id int64) (*seckill.Product, error) {
+	var rows []productRow
+	if err := db.Where("id = ?", id).Limit(1).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("store: product %d: %w", id, err)
 	}
 	if len(rows) == 0 {
@@ -52,8 +43,8 @@ func (s *Store) Product(ctx context.Context, id int64) (*seckill.Product, error)
 
 // Products returns every product, by id.
 func (s *Store) Products(ctx context.Context) ([]*seckill.Product, error) {
-	var rows []productView
-	if err := s.db.WithContext(ctx).Raw(productSelect + " ORDER BY p.id").Scan(&rows).Error; err != nil {
+	var rows []productRow
+	if err := s.db.WithContext(ctx).Order("id").Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("store: products: %w", err)
 	}
 	products := make([]*seckill.Product, len(rows))

@@ -1,21 +1,83 @@
-// Package store keeps products and orders in SQLite through GORM. It is the
-// only package with SQL in it, and it implements seckill.Store.
+// Package store keeps products and orders in SQLite or PostgreSQL through
+// GORM. It is the only package with SQL in it, and it implements
+// seckill.Store. Open picks the database from its argument: a URL starting
+// with postgres:// or postgresql:// is a PostgreSQL server, anything else
+// the path of a SQLite file.
 //
-// Several server processes on one host may share one database file: the
-// file is opened in WAL mode (readers do not block the writer) with a busy
-// timeout (a writer waits for another instead of failing), and every
-// transaction starts with BEGIN IMMEDIATE, so that it takes the write lock
-// up front rather than failing when a read upgrades to a write.
+// Both databases get the same tables, the same indexes and the same
+// statements (fence.go). What differs is how each is opened and how it
+// keeps several processes apart:
+//
+//   - SQLite (sqlite.go): several server processes on one host share one
+//     file. It is opened in WAL mode (readers do not block the writer) with
+//     a busy timeout (a writer waits for another instead of failing), and
+//     every transaction starts with BEGIN IMMEDIATE, so that it takes the
+//     write lock up front rather than failing when a read upgrades to a
+//     write. One writer at a time, for the whole file.
+//   - PostgreSQL (postgres.go): replicas on any number of hosts share one
+//     server. Writers lock rows, not the database, and every transaction
+//     runs at READ COMMITTED.
+//
+// # Why the fence stays exact under READ COMMITTED
+//
+// A purchase claims the product's fence, then reads, then writes in one
+// transaction (package seckill, steps 4 to 6). On SQLite, each of these
+// runs alone: the claim and the write each take the file's write lock. On
+// PostgreSQL, READ COMMITTED gives every statement a snapshot of what was
+// committed when that statement started, and concurrent writers of one row
+// wait for each other's row locks. Three properties of that make the
+// protocol exact:
+//
+//  1. The claim, UPDATE products SET fence = token WHERE id = ? AND
+//     fence < token, is one statement in its own transaction: it locks the
+//     row, and its commit releases the lock before ClaimFence returns. It
+//     leaves nothing open that could block the holder's own write, and the
+//     new fence is visible to every statement that starts after it.
+//  2. The write repeats the fence: UPDATE ... WHERE id = ? AND fence =
+//     token, inside the transaction that then inserts the orders. If a
+//     newer holder's claim holds the row lock, the UPDATE waits for it; when
+//     the claim commits, PostgreSQL evaluates the WHERE clause again on the
+//     newest committed version of the row, which carries the newer fence, so
+//     the stale write matches no row and the transaction writes nothing.
+//     Once the UPDATE has matched, the transaction holds the row lock until
+//     it commits, so no claim can slip in between it and the inserts.
+//  3. The read comes after the claim. A claim that found an earlier holder's
+//     write transaction holding the row waits for its commit (or rollback)
+//     before it can update the row, so by the time the claim returns every
+//     write an earlier holder got accepted is committed; the read, a new
+//     statement, has a snapshot that includes all of them. Nothing an earlier
+//     holder writes afterwards can be accepted (2).
+//
+// A duplicate order is refused by the (product_id, user_id) unique index:
+// an insert that meets another transaction's uncommitted order of the same
+// user waits for it, and fails once that one commits, rolling back the
+// whole batch with its product write. Each step has a test against a real
+// server: TestPostgresStaleWriteWaitsForNewerClaimAndIsRefused (2, with the
+// unfenced write as the control that goes through),
+// TestPostgresClaimWaitsForEarlierWriteAndReadSeesIt (1 and 3, with a read
+// before the claim as the control that misses the write), and
+// TestPostgresConcurrentDuplicateRollsBackTheBatch.
+//
+// The isolation level is set on every connection
+// (default_transaction_isolation), not taken from the server: under
+// REPEATABLE READ or SERIALIZABLE the waiting write of (2) would fail with a
+// serialization error instead of matching no row, which is still safe but
+// turns a refused fence into an unexplained error.
+//
+// Row locks add one liveness hazard: a replica frozen in the middle of its
+// write transaction (a long pause, a stopped process) holds the product's
+// row, and every other replica's claim waits for it. The connections set
+// idle_in_transaction_session_timeout (5 s), so the server ends such a
+// session, rolling its write back, and the sale goes on
+// (TestPostgresFrozenTransactionIsEnded).
 package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
@@ -24,25 +86,24 @@ import (
 
 var _ seckill.Store = (*Store)(nil)
 
-// ErrNoCgo is returned by Open when the binary was built without cgo: the
-// SQLite driver is C code.
-var ErrNoCgo = errors.New("store: this binary was built with CGO_ENABLED=0, but the SQLite driver needs cgo: install a C compiler (Debian/Ubuntu: apt-get install -y gcc) and build with CGO_ENABLED=1")
-
-// busyTimeout is how long a statement waits for another connection's write
-// lock before failing. Writes are short (one product row, one order), so
-// waiting this long means something is wrong.
-const busyTimeout = 5 * time.Second
-
-// Store is a SQLite database of products and orders.
+// Store is a database of products and orders.
 type Store struct {
 	db *gorm.DB
+
+	// beforeCommit, when set (by tests only), runs inside PlaceOrders'
+	// transaction after its last statement, before the commit: it holds the
+	// transaction open so that another connection can run into its locks.
+	beforeCommit func()
 }
 
-// productRow is the products table.
+// productRow is the products table. Sold is written only in the
+// transactions that insert orders, so a product is one indexed row to read
+// however many orders it has.
 type productRow struct {
 	ID        int64     `gorm:"primaryKey"`
 	Name      string    `gorm:"not null"`
 	Stock     int64     `gorm:"not null"`
+	Sold      int64     `gorm:"not null;default:0"`
 	Fence     int64     `gorm:"not null;default:0"`
 	CreatedAt time.Time `gorm:"not null"`
 }
@@ -51,10 +112,11 @@ func (productRow) TableName() string { return "products" }
 
 // orderRow is the orders table. The unique index is the last line of the
 // one-order-per-user rule: it holds even when a check was skipped or raced
-// (the unfenced modes).
+// (the unfenced modes). The (product, id) index serves the cursor pages of
+// a product's orders.
 type orderRow struct {
-	ID        int64     `gorm:"primaryKey"`
-	ProductID int64     `gorm:"not null;uniqueIndex:idx_orders_product_user,priority:1"`
+	ID        int64     `gorm:"primaryKey;index:idx_orders_product_id,priority:2"`
+	ProductID int64     `gorm:"not null;uniqueIndex:idx_orders_product_user,priority:1;index:idx_orders_product_id,priority:1"`
 	UserID    string    `gorm:"not null;size:64;uniqueIndex:idx_orders_product_user,priority:2"`
 	Fence     int64     `gorm:"not null;default:0"`
 	CreatedAt time.Time `gorm:"not null"`
@@ -62,21 +124,48 @@ type orderRow struct {
 
 func (orderRow) TableName() string { return "orders" }
 
-// Open opens (creating if needed) the database file at path and migrates
-// it. ":memory:" gives a private in-memory database on a single
-// connection, for tests within one process.
-func Open(path string) (*Store, error) {
-	if !cgoEnabled {
-		return nil, ErrNoCgo
+// Open opens the database named by database and migrates it: a PostgreSQL
+// server when database is a postgres:// or postgresql:// URL, otherwise a
+// SQLite file at that path (created if needed; ":memory:" gives a private
+// in-memory database on a single connection, for tests within one
+// process). Errors never show a password from the URL.
+func Open(database string) (*Store, error) {
+	if err := Check(database); err != nil {
+		return nil, err
 	}
-	if path == "" || strings.ContainsRune(path, '?') {
-		return nil, fmt.Errorf("store: database path %q: must be a file name without '?'", path)
+	if IsPostgres(database) {
+		return openPostgres(database)
 	}
-	// Per-connection options go in the DSN so that every pooled connection
-	// gets them. The journal mode is not among them: it belongs to the file
-	// (see enableWAL).
-	dsn := path + "?_busy_timeout=" + fmt.Sprint(busyTimeout.Milliseconds()) + "&_txlock=immediate"
-	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{
+	return openSQLite(database)
+}
+
+// IsPostgres reports whether database names a PostgreSQL server rather
+// than a SQLite file.
+func IsPostgres(database string) bool {
+	return strings.HasPrefix(database, "postgres://") || strings.HasPrefix(database, "postgresql://")
+}
+
+// Check reports what is wrong with database without connecting to
+// anything: an empty path, a SQLite path with '?', a URL of another
+// database, a PostgreSQL URL that does not parse. Open runs it first.
+func Check(database string) error {
+	switch {
+	case IsPostgres(database):
+		_, err := parsePostgres(database)
+		return err
+	case database == "" || strings.ContainsRune(database, '?'):
+		return fmt.Errorf("store: database path %q: must be a file name without '?'", database)
+	case strings.Contains(database, "://"):
+		// Almost certainly a URL of a database this store does not speak,
+		// not a file name: refuse it rather than create a file so named.
+		return fmt.Errorf("store: database %q: only postgres:// and postgresql:// URLs are supported; anything else is a SQLite file path", Redact(database))
+	}
+	return nil
+}
+
+// gormConfig is the GORM configuration of both databases.
+func gormConfig() *gorm.Config {
+	return &gorm.Config{
 		Logger:         logger.Discard,
 		TranslateError: true, // unique violations become gorm.ErrDuplicatedKey
 		// Each write here is one statement or an explicit transaction; a
@@ -84,74 +173,29 @@ func Open(path string) (*Store, error) {
 		// inside the critical section.
 		SkipDefaultTransaction: true,
 		NowFunc:                func() time.Time { return time.Now().UTC() },
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
-	s := &Store{db: db}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
-	if path == ":memory:" {
-		sqlDB.SetMaxOpenConns(1) // each connection would get its own database
-	} else {
-		// A flash sale sends far more requests than SQLite has use for
-		// connections; queueing in the pool is cheaper than thousands of
-		// open files. Readers still run in parallel (WAL).
-		sqlDB.SetMaxOpenConns(16)
-		sqlDB.SetMaxIdleConns(16)
-	}
-	if err := s.enableWAL(path); err != nil {
-		_ = s.Close()
-		return nil, err
-	}
-	if err := s.migrate(); err != nil {
-		_ = s.Close()
-		return nil, err
-	}
-	return s, nil
-}
-
-// enableWAL switches the file to WAL mode, where readers do not block the
-// writer; the mode is stored in the file, so one switch serves every
-// connection and every process. The switch needs an exclusive lock, and
-// SQLite returns SQLITE_BUSY for it at once instead of calling the busy
-// handler, so replicas opening a new file together retry here, for up to
-// the busy timeout.
-func (s *Store) enableWAL(path string) error {
-	deadline := time.Now().Add(busyTimeout)
-	delay := time.Millisecond
-	for {
-		var mode string
-		err := s.db.Raw("PRAGMA journal_mode = WAL").Scan(&mode).Error
-		switch {
-		case err == nil && path == ":memory:":
-			return nil // an in-memory database has no WAL, nor needs one
-		case err == nil && !strings.EqualFold(mode, "wal"):
-			return fmt.Errorf("store: open %s: journal mode is %q, not WAL (is the file on a network file system?)", path, mode)
-		case err == nil:
-			return nil
-		case !isBusy(err) || time.Now().After(deadline):
-			return fmt.Errorf("store: open %s: set WAL mode: %w", path, err)
-		}
-		time.Sleep(delay)
-		delay = min(2*delay, 50*time.Millisecond)
 	}
 }
 
-// migrate creates or updates the tables. It runs in one (immediate)
-// transaction so that processes starting together on a new file do not
-// both try to create the same table.
-func (s *Store) migrate() error {
-	err := s.db.Transaction(func(tx *gorm.DB) error {
-		return tx.AutoMigrate(&productRow{}, &orderRow{})
-	})
-	if err != nil {
-		return fmt.Errorf("store: migrate: %w", err)
+// migrateTx creates or updates the tables inside tx, which the caller has
+// made exclusive among processes (SQLite: BEGIN IMMEDIATE; PostgreSQL: an
+// advisory lock), so that processes starting together on a new database do
+// not both try to create the same table, and so that exactly one of them
+// fills a sold column it has just added.
+func migrateTx(tx *gorm.DB) error {
+	hadSold := tx.Migrator().HasTable(&productRow{}) && tx.Migrator().HasColumn(&productRow{}, "Sold")
+	if err := tx.AutoMigrate(&productRow{}, &orderRow{}); err != nil {
+		return err
 	}
-	return nil
+	if hadSold {
+		return nil
+	}
+	// A database written before sold was a column: count each product's
+	// orders once. Later writes keep it.
+	return tx.Exec(backfillSold).Error
 }
+
+// backfillSold sets every product's sold to the number of its orders.
+const backfillSold = "UPDATE products SET sold = (SELECT COUNT(*) FROM orders WHERE orders.product_id = products.id)"
 
 // Ping runs a trivial query, for readiness.
 func (s *Store) Ping(ctx context.Context) error {

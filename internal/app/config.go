@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill-ref/seckill/store"
 )
 
 // LockMode selects what guards a product's stock during a purchase.
@@ -59,7 +62,10 @@ type Config struct {
 	LockWaitReplicas int
 	redisAddrSet     bool // REDIS_ADDR or -redis-addr was given (ParseConfig)
 
-	Database   string   // DATABASE, -database: SQLite file, shared by replicas on one host
+	// Database (DATABASE, -database) is a postgres:// or postgresql://
+	// URL, for replicas on any number of hosts, or else the path of a
+	// SQLite file, shared by replicas on one host (package store).
+	Database   string
 	AdminToken string   // ADMIN_TOKEN, -admin-token: bearer token of the admin routes
 	Lock       LockMode // LOCK, -lock: redis, none or local
 
@@ -67,12 +73,29 @@ type Config struct {
 	LockWait  time.Duration // LOCK_WAIT, -lock-wait: longest wait for the lock before 503 busy
 	LockRenew bool          // LOCK_RENEW, -lock-renew: renew leases in the background
 
+	// BatchMax (BATCH_MAX, -batch-max) is the most purchases of one
+	// product served per lock hold (group commit); 1 serves them one at a
+	// time. QueueMax (QUEUE_MAX, -queue-max) is the most purchases of one
+	// product that may wait in one replica; more get 503 busy at once.
+	// Both apply to the fenced redis mode; the unfenced modes always sell
+	// one at a time.
+	BatchMax int
+	QueueMax int
+
 	// UnsafeNoFence (UNSAFE_NO_FENCE, -unsafe-no-fence) turns the fence off
 	// in redis mode: no claim, no conditional write, seed 002's sequence
 	// under the Redis lock. A holder whose lease ran out then writes over
 	// its successor, and the sale oversells. For demonstrations and fault
 	// tests only; never in production. (none and local never fence.)
 	UnsafeNoFence bool
+
+	// UnsafeCounterTokens (UNSAFE_COUNTER_TOKENS, no flag) makes the lock
+	// issue each fencing token as the last one plus one, the server's clock
+	// only when the counter is missing (lock.Options.UnsafeCounterTokens).
+	// After a Redis restart from a stale snapshot the tokens go backwards,
+	// and the fence refuses every purchase until the counter catches up.
+	// For the fault tests' negative control only; never in production.
+	UnsafeCounterTokens bool
 
 	// ChaosPause (CHAOS_PAUSE, -chaos-pause) makes a lock holder sleep this
 	// long inside the critical section, after its checks and before its
@@ -88,7 +111,71 @@ type Config struct {
 
 	LogLevel        slog.Level    // LOG_LEVEL, -log-level: debug, info, warn or error
 	ShutdownTimeout time.Duration // SHUTDOWN_TIMEOUT, -shutdown-timeout: wait for in-flight requests
+
+	// ReadTimeout (READ_TIMEOUT, -read-timeout) bounds the reading of a
+	// whole request, headers and body: a client that sends its headers and
+	// then drips its body holds a connection and a goroutine no longer
+	// (408 request_timeout, then the connection is closed).
+	ReadTimeout time.Duration
+	// WriteTimeout (WRITE_TIMEOUT, -write-timeout) bounds a request from
+	// the end of its headers to the end of its response; past it the
+	// connection is cut. It must be longer than the longest wait a request
+	// may make inside the service (RequestWait), or buyers waiting their
+	// turn would lose answers they are owed. 0, the default, derives it:
+	// see HTTPWriteTimeout.
+	WriteTimeout time.Duration
+	// IdleTimeout (IDLE_TIMEOUT, -idle-timeout) closes a keep-alive
+	// connection that has carried no request for that long. It is longer
+	// than a proxy's own idle limit for its upstream connections (nginx:
+	// 60 s), so that the proxy closes first and never sends a request on a
+	// connection the service is closing.
+	IdleTimeout time.Duration
 }
+
+// writeTimeoutMargin is what a derived write timeout allows beyond the
+// body's read and the waits: the database work and the response.
+const writeTimeoutMargin = 5 * time.Second
+
+// RequestWait is the longest a request may wait inside the service before
+// its own work: for the product's lock (LockWait), and in the chaos pause
+// of fault injection. Every new wait of a request belongs in this sum.
+func (c Config) RequestWait() time.Duration {
+	return addDurations(c.LockWait, c.ChaosPause)
+}
+
+// HTTPWriteTimeout is the server's write timeout: WriteTimeout when set,
+// else ReadTimeout (the body may still be arriving when the write
+// deadline starts) + RequestWait + 5 s for the database and the response.
+func (c Config) HTTPWriteTimeout() time.Duration {
+	if c.WriteTimeout > 0 {
+		return c.WriteTimeout
+	}
+	return addDurations(c.ReadTimeout, c.RequestWait(), writeTimeoutMargin)
+}
+
+// addDurations adds the positive durations of ds, stopping at the largest
+// time.Duration instead of overflowing into a negative one.
+func addDurations(ds ...time.Duration) time.Duration {
+	var sum time.Duration
+	for _, d := range ds {
+		if d <= 0 {
+			continue
+		}
+		if sum > math.MaxInt64-d {
+			return math.MaxInt64
+		}
+		sum += d
+	}
+	return sum
+}
+
+// Defaults of the batching settings. See README.md ("Group commit") for
+// the measurements behind BatchMax.
+const (
+	DefaultBatchMax = 64
+	DefaultQueueMax = 1024
+	maxBatchMax     = 1000 // seckill.MaxOrderLimit: one batch's users fit one IN list
+)
 
 // DefaultConfig returns the defaults of every setting.
 func DefaultConfig() Config {
@@ -100,9 +187,13 @@ func DefaultConfig() Config {
 		LockTTL:         10 * time.Second,
 		LockWait:        2 * time.Second,
 		LockRenew:       true,
+		BatchMax:        DefaultBatchMax,
+		QueueMax:        DefaultQueueMax,
 		ChaosProb:       1,
 		LogLevel:        slog.LevelInfo,
 		ShutdownTimeout: 15 * time.Second,
+		ReadTimeout:     10 * time.Second,
+		IdleTimeout:     120 * time.Second,
 	}
 }
 
@@ -124,17 +215,38 @@ func (c Config) Validate() error {
 	if c.LockWait <= 0 {
 		errs = append(errs, fmt.Errorf("lock wait %v: must be positive", c.LockWait))
 	}
+	if c.BatchMax < 1 || c.BatchMax > maxBatchMax {
+		errs = append(errs, fmt.Errorf("batch max %d: must be from 1 to %d", c.BatchMax, maxBatchMax))
+	}
+	if c.QueueMax < 1 {
+		errs = append(errs, fmt.Errorf("queue max %d: must be at least 1", c.QueueMax))
+	}
 	if c.ChaosPause < 0 {
 		errs = append(errs, fmt.Errorf("chaos pause %v: must not be negative", c.ChaosPause))
 	}
-	if c.ChaosProb < 0 || c.ChaosProb > 1 {
+	if !(c.ChaosProb >= 0 && c.ChaosProb <= 1) { // NaN too
 		errs = append(errs, fmt.Errorf("chaos probability %v: must be from 0 to 1", c.ChaosProb))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("shutdown timeout %v: must be positive", c.ShutdownTimeout))
 	}
-	if c.Database == "" {
-		errs = append(errs, errors.New("database: must not be empty"))
+	// Without connecting: a malformed URL is reported before Redis is
+	// dialled, and with its password masked.
+	if err := store.Check(c.Database); err != nil {
+		errs = append(errs, err)
+	}
+	if c.ReadTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("read timeout %v: must be positive", c.ReadTimeout))
+	}
+	if c.WriteTimeout < 0 {
+		errs = append(errs, fmt.Errorf("write timeout %v: must not be negative (0 derives it)", c.WriteTimeout))
+	} else if c.WriteTimeout > 0 && c.WriteTimeout <= c.RequestWait() {
+		errs = append(errs, fmt.Errorf("write timeout %v: must be longer than a request's longest wait, %v (lock wait + chaos pause); or 0, which derives it", c.WriteTimeout, c.RequestWait()))
+	} else if c.HTTPWriteTimeout() <= c.RequestWait() {
+		errs = append(errs, fmt.Errorf("write timeout: cannot be derived: lock wait %v + chaos pause %v is longer than any timeout", c.LockWait, c.ChaosPause))
+	}
+	if c.IdleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("idle timeout %v: must be positive", c.IdleTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -156,10 +268,7 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	env.str(&clusterAddrs, "REDIS_CLUSTER_ADDRS")
 	env.str(&cfg.RedisPassword, "REDIS_PASSWORD")
 	env.str(&cfg.RedisSentinelPassword, "REDIS_SENTINEL_PASSWORD")
-	env.parse("LOCK_WAIT_REPLICAS", func(v string) (err error) {
-		cfg.LockWaitReplicas, err = strconv.Atoi(v)
-		return err
-	})
+	env.integer(&cfg.LockWaitReplicas, "LOCK_WAIT_REPLICAS")
 	env.str(&cfg.Database, "DATABASE")
 	env.str(&cfg.AdminToken, "ADMIN_TOKEN")
 	lock := string(cfg.Lock)
@@ -167,12 +276,18 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	env.duration(&cfg.LockTTL, "LOCK_TTL")
 	env.duration(&cfg.LockWait, "LOCK_WAIT")
 	env.boolean(&cfg.LockRenew, "LOCK_RENEW")
+	env.integer(&cfg.BatchMax, "BATCH_MAX")
+	env.integer(&cfg.QueueMax, "QUEUE_MAX")
 	env.boolean(&cfg.UnsafeNoFence, "UNSAFE_NO_FENCE")
+	env.boolean(&cfg.UnsafeCounterTokens, "UNSAFE_COUNTER_TOKENS")
 	env.duration(&cfg.ChaosPause, "CHAOS_PAUSE")
 	env.float(&cfg.ChaosProb, "CHAOS_PROB")
 	level := cfg.LogLevel.String()
 	env.str(&level, "LOG_LEVEL")
 	env.duration(&cfg.ShutdownTimeout, "SHUTDOWN_TIMEOUT")
+	env.duration(&cfg.ReadTimeout, "READ_TIMEOUT")
+	env.duration(&cfg.WriteTimeout, "WRITE_TIMEOUT")
+	env.duration(&cfg.IdleTimeout, "IDLE_TIMEOUT")
 	if err := errors.Join(env.errs...); err != nil {
 		return cfg, err
 	}
@@ -188,18 +303,23 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	fs.StringVar(&clusterAddrs, "redis-cluster-addrs", clusterAddrs, "comma-separated `host:port` list of Redis Cluster nodes: lock on the cluster (env REDIS_CLUSTER_ADDRS)")
 	fs.StringVar(&cfg.RedisPassword, "redis-password", cfg.RedisPassword, "`password` of the Redis servers; prefer the environment, which ps does not show (env REDIS_PASSWORD)")
 	fs.StringVar(&cfg.RedisSentinelPassword, "redis-sentinel-password", cfg.RedisSentinelPassword, "`password` of the Redis Sentinels themselves (env REDIS_SENTINEL_PASSWORD)")
-	fs.IntVar(&cfg.LockWaitReplicas, "lock-wait-replicas", cfg.LockWaitReplicas, "an acquisition counts once this many replicas acknowledge it (Redis WAIT); not with Cluster or Redlock (env LOCK_WAIT_REPLICAS)")
-	fs.StringVar(&cfg.Database, "database", cfg.Database, "SQLite database `file` (env DATABASE)")
+	fs.Var((*decimal)(&cfg.LockWaitReplicas), "lock-wait-replicas", "an acquisition counts once this many replicas acknowledge it (Redis WAIT); not with Cluster or Redlock (env LOCK_WAIT_REPLICAS)")
+	fs.StringVar(&cfg.Database, "database", cfg.Database, "`database`: a postgres://user:password@host:5432/name URL, or a SQLite file path (env DATABASE)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", cfg.AdminToken, "bearer `token` of the admin routes; random and printed once when empty (env ADMIN_TOKEN)")
 	fs.StringVar(&lock, "lock", lock, "lock `mode`: redis, none (no lock: oversells) or local (in-process mutex: oversells with 2 replicas) (env LOCK)")
 	fs.DurationVar(&cfg.LockTTL, "lock-ttl", cfg.LockTTL, "lock lease (env LOCK_TTL)")
 	fs.DurationVar(&cfg.LockWait, "lock-wait", cfg.LockWait, "longest wait for a lock before 503 busy (env LOCK_WAIT)")
 	fs.BoolVar(&cfg.LockRenew, "lock-renew", cfg.LockRenew, "renew leases in the background (env LOCK_RENEW)")
+	fs.Var((*decimal)(&cfg.BatchMax), "batch-max", "most purchases of one product served per lock hold (group commit); 1 serves them one at a time (env BATCH_MAX)")
+	fs.Var((*decimal)(&cfg.QueueMax), "queue-max", "most purchases of one product waiting in this replica; more get 503 busy at once (env QUEUE_MAX)")
 	fs.BoolVar(&cfg.UnsafeNoFence, "unsafe-no-fence", cfg.UnsafeNoFence, "UNSAFE, for demonstrations: turn fencing off in redis mode, so a holder whose lease ran out can oversell (env UNSAFE_NO_FENCE)")
 	fs.DurationVar(&cfg.ChaosPause, "chaos-pause", cfg.ChaosPause, "fault injection: lock holders sleep this long between their checks and their writes (env CHAOS_PAUSE)")
 	fs.Float64Var(&cfg.ChaosProb, "chaos-prob", cfg.ChaosProb, "fault injection: `probability` (0..1) of the chaos pause (env CHAOS_PROB)")
 	fs.StringVar(&level, "log-level", level, "log `level`: debug, info, warn or error (env LOG_LEVEL)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long shutdown waits for in-flight requests (env SHUTDOWN_TIMEOUT)")
+	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", cfg.ReadTimeout, "longest read of a whole request, body included (env READ_TIMEOUT)")
+	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "longest time from a request's headers to the end of its response; longer than -lock-wait; 0 derives it: read timeout + lock wait + chaos pause + 5s (env WRITE_TIMEOUT)")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "close keep-alive connections idle this long (env IDLE_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -220,6 +340,25 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 		return cfg, fmt.Errorf("log level %q: want debug, info, warn or error", level)
 	}
 	return cfg, cfg.Validate()
+}
+
+// decimal is an int flag read in base 10 only, as its environment variable
+// is: flag.IntVar would read "010" as octal 8 and "0x10" as 16.
+type decimal int
+
+func (d *decimal) String() string { return strconv.Itoa(int(*d)) }
+
+func (d *decimal) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		var num *strconv.NumError
+		if errors.As(err, &num) {
+			return num.Err
+		}
+		return err
+	}
+	*d = decimal(n)
+	return nil
 }
 
 // envReader parses environment variables into config fields, keeping the
@@ -248,6 +387,14 @@ func (r *envReader) boolean(dst *bool, name string) {
 	r.parse(name, func(v string) error {
 		b, err := strconv.ParseBool(v)
 		*dst = b
+		return err
+	})
+}
+
+func (r *envReader) integer(dst *int, name string) {
+	r.parse(name, func(v string) error {
+		n, err := strconv.Atoi(v)
+		*dst = n
 		return err
 	})
 }

@@ -25,7 +25,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	want := app.DefaultConfig()
 	if cfg.Addr != ":8080" || cfg.RedisAddr != "localhost:6379" || cfg.Database != "seckill.db" ||
 		cfg.Lock != app.LockRedis || cfg.LockTTL != 10*time.Second || cfg.LockWait != 2*time.Second ||
-		!cfg.LockRenew || cfg.UnsafeNoFence || cfg.ChaosPause != 0 || cfg.ChaosProb != 1 ||
+		!cfg.LockRenew || cfg.UnsafeNoFence || cfg.UnsafeCounterTokens || cfg.ChaosPause != 0 || cfg.ChaosProb != 1 ||
 		cfg.LogLevel != slog.LevelInfo || cfg.AdminToken != "" || cfg.ShutdownTimeout != want.ShutdownTimeout {
 		t.Errorf("got %+v, want the documented defaults", cfg)
 	}
@@ -35,7 +35,7 @@ func TestParseConfigEnvAndFlags(t *testing.T) {
 	env := envOf(map[string]string{
 		"ADDR": ":9000", "REDIS_ADDR": "r:1", "DATABASE": "env.db", "ADMIN_TOKEN": "envtok",
 		"LOCK": "local", "LOCK_TTL": "3s", "LOCK_WAIT": "1s", "LOCK_RENEW": "false",
-		"UNSAFE_NO_FENCE": "true", "CHAOS_PAUSE": "50ms", "CHAOS_PROB": "0.25", "LOG_LEVEL": "debug",
+		"UNSAFE_NO_FENCE": "true", "UNSAFE_COUNTER_TOKENS": "true", "CHAOS_PAUSE": "50ms", "CHAOS_PROB": "0.25", "LOG_LEVEL": "debug",
 	})
 	cfg, err := app.ParseConfig("serve", []string{"-addr", ":9001", "-lock", "none", "-lock-ttl", "4s", "-lock-renew=true"}, env, io.Discard)
 	if err != nil {
@@ -45,7 +45,7 @@ func TestParseConfigEnvAndFlags(t *testing.T) {
 		t.Errorf("flags did not override the environment: %+v", cfg)
 	}
 	if cfg.RedisAddr != "r:1" || cfg.Database != "env.db" || cfg.AdminToken != "envtok" || cfg.LockWait != time.Second ||
-		!cfg.UnsafeNoFence || cfg.ChaosPause != 50*time.Millisecond || cfg.ChaosProb != 0.25 || cfg.LogLevel != slog.LevelDebug {
+		!cfg.UnsafeNoFence || !cfg.UnsafeCounterTokens || cfg.ChaosPause != 50*time.Millisecond || cfg.ChaosProb != 0.25 || cfg.LogLevel != slog.LevelDebug {
 		t.Errorf("environment not applied: %+v", cfg)
 	}
 }
@@ -58,6 +58,7 @@ func TestParseConfigErrors(t *testing.T) {
 	}{
 		{map[string]string{"LOCK_TTL": "soon"}, nil, "LOCK_TTL"},
 		{map[string]string{"LOCK_RENEW": "maybe"}, nil, "LOCK_RENEW"},
+		{map[string]string{"UNSAFE_COUNTER_TOKENS": "maybe"}, nil, "UNSAFE_COUNTER_TOKENS"},
 		{map[string]string{"CHAOS_PROB": "x"}, nil, "CHAOS_PROB"},
 		{map[string]string{"LOCK": "zookeeper"}, nil, "zookeeper"},
 		{nil, []string{"-lock", "etcd"}, "etcd"},
@@ -67,10 +68,17 @@ func TestParseConfigErrors(t *testing.T) {
 		{nil, []string{"-log-level", "loud"}, "log level"},
 		{nil, []string{"-nope"}, "nope"},
 		{nil, []string{"extra"}, "extra"},
+		{map[string]string{"DATABASE": "postgres://shop:s3cret@db:x/shop"}, nil, "port"},
+		{nil, []string{"-database", "postgresql://shop:s3cret@[db/shop"}, "malformed"},
+		{nil, []string{"-database", "mysql://shop:s3cret@db/shop"}, "postgres://"},
+		{nil, []string{"-database", ""}, "database path"},
 	} {
 		_, err := app.ParseConfig("serve", tt.args, envOf(tt.env), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("env %v args %v: got %v, want an error mentioning %q", tt.env, tt.args, err, tt.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("env %v args %v: error %q shows the password", tt.env, tt.args, err)
 		}
 	}
 	if _, err := app.ParseConfig("serve", []string{"-h"}, envOf(nil), io.Discard); !errors.Is(err, flag.ErrHelp) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,12 +14,16 @@ import (
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/app"
+	"github.com/seckill-ref/seckill/internal/pgtest"
 	"github.com/seckill-ref/seckill/internal/redistest"
 )
 
 const adminToken = "test-admin-token"
 
-// cluster is one redis-server and one SQLite file; each replica built on it
+// TestMain stops the PostgreSQL server that the tests start on first use.
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// cluster is one redis-server and one database; each replica built on it
 // has its own Gin engine, Redis client, Locker and database handle, as a
 // separate process would.
 type cluster struct {
@@ -27,9 +32,24 @@ type cluster struct {
 	db    string
 }
 
+// newCluster is a cluster on a new SQLite file.
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	return &cluster{t: t, redis: redistest.Start(t), db: filepath.Join(t.TempDir(), "seckill.db")}
+	return newClusterOn(t, filepath.Join(t.TempDir(), "seckill.db"))
+}
+
+// newClusterOn is a cluster on the database db.
+func newClusterOn(t *testing.T, db string) *cluster {
+	t.Helper()
+	return &cluster{t: t, redis: redistest.Start(t), db: db}
+}
+
+// eachDB runs test once on a new SQLite file and once on a new database on
+// a real PostgreSQL server, for the tests whose outcome depends on what the
+// database does under concurrency.
+func eachDB(t *testing.T, test func(t *testing.T, db string)) {
+	t.Run("sqlite", func(t *testing.T) { test(t, filepath.Join(t.TempDir(), "seckill.db")) })
+	t.Run("postgres", func(t *testing.T) { test(t, pgtest.Database(t)) })
 }
 
 // config is the replicas' configuration before edit changes it.
@@ -105,24 +125,26 @@ func getProduct(t *testing.T, h http.Handler, id int64) product {
 	return p
 }
 
-// allOrders pages through a product's orders.
+// allOrders pages through a product's orders with the cursor.
 func allOrders(t *testing.T, h http.Handler, id int64) []order {
 	t.Helper()
 	var out []order
+	after := "0"
 	for {
-		path := "/api/v1/products/" + strconv.FormatInt(id, 10) + "/orders?limit=1000&offset=" + strconv.Itoa(len(out))
+		path := "/api/v1/products/" + strconv.FormatInt(id, 10) + "/orders?limit=1000&after=" + after
 		status, body := call(h, "GET", path, "")
 		var page struct {
-			Count  int     `json:"count"`
-			Orders []order `json:"orders"`
+			Orders []order      `json:"orders"`
+			Next   *json.Number `json:"next"`
 		}
 		if err := json.Unmarshal([]byte(body), &page); status != http.StatusOK || err != nil {
 			t.Fatalf("orders: got %d %s", status, body)
 		}
 		out = append(out, page.Orders...)
-		if len(page.Orders) == 0 || len(out) >= page.Count {
+		if page.Next == nil {
 			return out
 		}
+		after = page.Next.String()
 	}
 }
 

@@ -94,8 +94,10 @@ func TestLeaseExpiryFenced(t *testing.T) {
 	}
 	rejected := a.Metrics().FenceRejections() + b.Metrics().FenceRejections()
 	counted := a.Metrics().Purchases("fence_rejected") + b.Metrics().Purchases("fence_rejected")
-	if rejected != int64(busy) || counted != int64(busy) {
-		t.Errorf("fence rejections counted: %d writes, %d purchases; want %d each, one per 503", rejected, counted, busy)
+	// One refused write fails its whole batch: each 503 is a refused
+	// purchase, and there is at least one refused write, at most one each.
+	if counted != int64(busy) || rejected == 0 || rejected > counted {
+		t.Errorf("fence rejections counted: %d writes, %d purchases; want %d purchases, one per 503, in 1 to %d writes", rejected, counted, busy, busy)
 	}
 	if lost := a.Metrics().LeasesLost() + b.Metrics().LeasesLost(); lost == 0 {
 		t.Error("no lost lease counted")
@@ -107,40 +109,42 @@ func TestLeaseExpiryFenced(t *testing.T) {
 // fence, A's write is refused and B's counts. With the fence off (the
 // unsafe switch), both write: two sold for one item.
 func TestLeaseExpiryCertain(t *testing.T) {
-	for _, unsafe := range []bool{false, true} {
-		name := "fenced"
-		if unsafe {
-			name = "unsafe-no-fence"
-		}
-		t.Run(name, func(t *testing.T) {
-			c := newCluster(t)
-			hook := meet(2, 10*time.Second)
-			edit := func(cfg *app.Config) {
-				cfg.LockTTL = 300 * time.Millisecond
-				cfg.LockRenew = false
-				cfg.LockWait = time.Minute
-				cfg.UnsafeNoFence = unsafe
-				cfg.Chaos = hook
-			}
-			a, b := c.replica(edit), c.replica(edit)
-			id := createProduct(t, a.Handler(), 1)
-			statuses := rush(id, 2, a, b)
-			p := getProduct(t, b.Handler(), id)
-			t.Logf("statuses %v; %d sold, stock %d", statuses, p.Sold, p.Stock)
+	eachDB(t, func(t *testing.T, db string) {
+		for _, unsafe := range []bool{false, true} {
+			name := "fenced"
 			if unsafe {
-				if p.Sold != 2 || statuses[http.StatusCreated] != 2 {
-					t.Errorf("got %d sold, statuses %v; want the oversell: 2 sold for 1 item", p.Sold, statuses)
+				name = "unsafe-no-fence"
+			}
+			t.Run(name, func(t *testing.T) {
+				c := newClusterOn(t, db)
+				hook := meet(2, 10*time.Second)
+				edit := func(cfg *app.Config) {
+					cfg.LockTTL = 300 * time.Millisecond
+					cfg.LockRenew = false
+					cfg.LockWait = time.Minute
+					cfg.UnsafeNoFence = unsafe
+					cfg.Chaos = hook
 				}
-				return
-			}
-			if p.Sold != 1 || p.Stock != 0 || statuses[http.StatusCreated] != 1 || statuses[http.StatusServiceUnavailable] != 1 {
-				t.Errorf("got %d sold, stock %d, statuses %v; want 1 sold, stock 0, one 201 and one 503", p.Sold, p.Stock, statuses)
-			}
-			if n := a.Metrics().FenceRejections() + b.Metrics().FenceRejections(); n != 1 {
-				t.Errorf("fence rejections: got %d, want 1", n)
-			}
-		})
-	}
+				a, b := c.replica(edit), c.replica(edit)
+				id := createProduct(t, a.Handler(), 1)
+				statuses := rush(id, 2, a, b)
+				p := getProduct(t, b.Handler(), id)
+				t.Logf("statuses %v; %d sold, stock %d", statuses, p.Sold, p.Stock)
+				if unsafe {
+					if p.Sold != 2 || statuses[http.StatusCreated] != 2 {
+						t.Errorf("got %d sold, statuses %v; want the oversell: 2 sold for 1 item", p.Sold, statuses)
+					}
+					return
+				}
+				if p.Sold != 1 || p.Stock != 0 || statuses[http.StatusCreated] != 1 || statuses[http.StatusServiceUnavailable] != 1 {
+					t.Errorf("got %d sold, stock %d, statuses %v; want 1 sold, stock 0, one 201 and one 503", p.Sold, p.Stock, statuses)
+				}
+				if n := a.Metrics().FenceRejections() + b.Metrics().FenceRejections(); n != 1 {
+					t.Errorf("fence rejections: got %d, want 1", n)
+				}
+			})
+		}
+	})
 }
 
 // replicasMeeting starts n replicas in mode whose lock holders all run

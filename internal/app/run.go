@@ -19,6 +19,8 @@ import (
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-ref/seckill/store"
 )
 
 // Command is one subcommand of the program. Those defined outside this
@@ -115,8 +117,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	logger.Info("serving", "addr", ln.Addr().String(), "lock", cfg.Lock, "redis", cfg.redisTarget(),
-		"database", cfg.Database, "lock_ttl", cfg.LockTTL, "lock_wait", cfg.LockWait, "lock_renew", cfg.LockRenew,
-		"lock_wait_replicas", cfg.LockWaitReplicas)
+		"database", store.Redact(cfg.Database), "lock_ttl", cfg.LockTTL, "lock_wait", cfg.LockWait, "lock_renew", cfg.LockRenew,
+		"lock_wait_replicas", cfg.LockWaitReplicas, "batch_max", cfg.BatchMax, "queue_max", cfg.QueueMax)
 	if cfg.ChaosPause > 0 {
 		logger.Warn("chaos: lock holders pause inside the critical section", "pause", cfg.ChaosPause, "probability", cfg.ChaosProb)
 	}

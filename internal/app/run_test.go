@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/app"
+	"github.com/seckill-ref/seckill/internal/pgtest"
 	"github.com/seckill-ref/seckill/internal/redisproc"
 	"github.com/seckill-ref/seckill/internal/redistest"
 	"github.com/seckill-ref/seckill/internal/seckill"
@@ -136,6 +138,57 @@ func TestRunRedisUnreachable(t *testing.T) {
 	}
 	if _, serr := os.Stat(db); !os.IsNotExist(serr) {
 		t.Errorf("database file created anyway (stat: %v)", serr)
+	}
+}
+
+// A bad database setting stops serve at start with one line that says
+// what is wrong and masks the password: a malformed URL before Redis is
+// even dialled (none is running here), an unreachable server after.
+func TestRunDatabaseErrors(t *testing.T) {
+	r := redistest.Start(t)
+	for _, tc := range []struct {
+		name, redis, db, want string
+	}{
+		{"malformed", freeAddr(t), "postgres://shop:s3cret@127.0.0.1:x/shop", "port"},
+		{"unreachable", r.Addr(), "postgres://shop:s3cret@" + freeAddr(t) + "/shop?sslmode=disable", "cannot reach PostgreSQL at postgres://shop:xxxxx@"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr syncBuffer
+			env := envOf(map[string]string{"REDIS_ADDR": tc.redis, "DATABASE": tc.db, "ADMIN_TOKEN": "x", "ADDR": freeAddr(t)})
+			err := app.Run(context.Background(), []string{"serve"}, env, &syncBuffer{}, &stderr)
+			if err == nil {
+				t.Fatal("got nil, want an error")
+			}
+			if msg := err.Error(); !strings.Contains(msg, tc.want) || strings.Contains(msg, "s3cret") || strings.Contains(msg, "\n") {
+				t.Errorf("got %q, want one line with %q and without the password", msg, tc.want)
+			}
+			if strings.Contains(stderr.String(), "s3cret") {
+				t.Errorf("the log shows the password: %s", stderr.String())
+			}
+		})
+	}
+}
+
+// On PostgreSQL, serve logs the database URL with its password masked.
+func TestRunServePostgresMasksThePassword(t *testing.T) {
+	r := redistest.Start(t)
+	db, _ := url.Parse(pgtest.Database(t))
+	db.User = url.UserPassword(db.User.Username(), "s3cret") // the test server trusts every local user
+	addr := freeAddr(t)
+	env := envOf(map[string]string{"ADDR": addr, "REDIS_ADDR": r.Addr(), "DATABASE": db.String(), "ADMIN_TOKEN": "x", "LOG_LEVEL": "info"})
+	var stderr syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, nil, env, &syncBuffer{}, &stderr) }()
+	waitFor(t, "/healthz", func() bool { return healthy("http://" + addr) })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	log := stderr.String()
+	if !strings.Contains(log, "xxxxx@127.0.0.1") || strings.Contains(log, "s3cret") {
+		t.Errorf("log: want the URL with the password masked, and never the password:\n%s", log)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-ref/seckill/handlers"
+	"github.com/seckill-ref/seckill/internal/dashboard"
 	"github.com/seckill-ref/seckill/internal/metrics"
 	"github.com/seckill-ref/seckill/internal/seckill"
 	"github.com/seckill-ref/seckill/lock"
@@ -35,6 +36,7 @@ type Server struct {
 	redis   []redis.UniversalClient // one per Redis master of the lock; none unless Lock is redis
 	locker  *lock.Locker            // nil unless Lock is redis
 	metrics *metrics.Metrics
+	dash    *dashboard.Dashboard
 	handler http.Handler
 	http    *http.Server
 
@@ -56,7 +58,7 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{cfg: cfg, log: logger, metrics: metrics.New()}
+	s := &Server{cfg: cfg, log: logger, metrics: metrics.New(), dash: dashboard.New()}
 	// Redis first: when it is missing, fail before creating a database file.
 	locker, err := s.newLocker(ctx)
 	if err != nil {
@@ -69,24 +71,41 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 		return nil, err
 	}
 	s.store = st
+	// The dashboard's timeline is shared through the lock's Redis (the
+	// first master under Redlock); the modes without Redis keep it per
+	// replica.
+	var shared redis.UniversalClient
+	if len(s.redis) > 0 {
+		shared = s.redis[0]
+	}
+	s.dash.Start(shared, st, logger)
 	unfenced := cfg.Lock != LockRedis || cfg.UnsafeNoFence
 	if cfg.Lock == LockRedis && cfg.UnsafeNoFence {
 		logger.Warn("UNSAFE: fencing is off; a holder whose lease runs out can oversell")
 	}
-	svc := seckill.NewService(locker, st, seckill.Options{
+	svc := seckill.NewService(locker, countingStore{Store: st, placed: s.dash.OrdersPlaced}, seckill.Options{
 		Unfenced: unfenced,
 		Chaos:    chaosHook(cfg),
-		Recorder: s.metrics,
+		Recorder: recorders{s.metrics, s.dash},
 		Logger:   logger,
+		BatchMax: cfg.BatchMax,
+		QueueMax: cfg.QueueMax,
+		Wait:     cfg.LockWait,
 	})
 	s.handler = handlers.New(svc, handlers.Options{
 		AdminToken: cfg.AdminToken,
 		Logger:     logger,
-		Metrics:    s.metrics,
+		Metrics:    s.metrics.Handler(),
+		Requests:   s.metrics,
+		Dashboard:  s.dash,
 	})
 	s.http = &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler: s.handler,
+		// The header's own limit, within the whole request's.
+		ReadHeaderTimeout: min(10*time.Second, cfg.ReadTimeout),
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.HTTPWriteTimeout(),
+		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	return s, nil
@@ -101,14 +120,18 @@ func (s *Server) newLocker(ctx context.Context) (seckill.Locker, error) {
 	case LockNone:
 		return noLocker{}, nil
 	case LockLocal:
-		return newLocalLocker(s.cfg.LockWait, s.metrics), nil
+		return newLocalLocker(s.cfg.LockWait, observers{s.metrics, s.dash}), nil
 	}
 	opts := lock.Options{
-		TTL:            s.cfg.LockTTL,
-		WaitTimeout:    s.cfg.LockWait,
-		DisableRenewal: !s.cfg.LockRenew,
-		Observer:       s.metrics,
-		WaitReplicas:   s.cfg.LockWaitReplicas,
+		TTL:                 s.cfg.LockTTL,
+		WaitTimeout:         s.cfg.LockWait,
+		DisableRenewal:      !s.cfg.LockRenew,
+		Observer:            observers{s.metrics, s.dash},
+		UnsafeCounterTokens: s.cfg.UnsafeCounterTokens,
+		WaitReplicas:        s.cfg.LockWaitReplicas,
+	}
+	if s.cfg.UnsafeCounterTokens {
+		s.log.Warn("UNSAFE: fencing tokens are the last token plus one; they go backwards after a restart from a stale snapshot")
 	}
 	if len(s.cfg.RedisAddrs) > 0 {
 		return s.newRedlock(ctx, opts)
@@ -234,13 +257,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// Close stops the Locker (held leases stop renewing and run out within
-// their TTL), closes the Redis client, then the database. Call it after
+// Close writes the dashboard's last seconds, stops the Locker (held
+// leases stop renewing and run out within their TTL), closes the Redis
+// client, then the database. Call it after
 // Serve has returned, so that no request is still using them. It is safe
 // to call more than once.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
+		s.dash.Close()
 		if s.locker != nil {
 			errs = append(errs, s.locker.Close())
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/app"
+	"github.com/seckill-ref/seckill/store"
 )
 
 // shutdownTimeout bounds each replica's graceful shutdown. The load test
@@ -25,7 +26,7 @@ const shutdownTimeout = 5 * time.Second
 // own, as separate processes on one host would.
 type cluster struct {
 	dir     string // the temporary directory; removed by Close
-	db      string // the SQLite file in it
+	db      string // the SQLite file in it, or the PostgreSQL URL
 	servers []*app.Server
 	urls    []string // base URLs, one per replica
 
@@ -40,8 +41,9 @@ type cluster struct {
 }
 
 // startCluster creates the temporary directory and n replicas of cfg on it
-// (cfg's Addr and Database are replaced), each serving on its own
-// 127.0.0.1 port. On error it undoes what it did.
+// (cfg's Addr is replaced, and so is its Database unless it is a PostgreSQL
+// URL, which the benchmarks set), each serving on its own 127.0.0.1 port.
+// On error it undoes what it did.
 func startCluster(ctx context.Context, n int, cfg app.Config, logger *slog.Logger) (*cluster, error) {
 	dir, err := os.MkdirTemp("", "seckill-demo-")
 	if err != nil {
@@ -50,7 +52,11 @@ func startCluster(ctx context.Context, n int, cfg app.Config, logger *slog.Logge
 	serveCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c := &cluster{dir: dir, db: filepath.Join(dir, "seckill.db"), cancel: cancel}
 	cfg.Addr = "127.0.0.1:0"
-	cfg.Database = c.db
+	if store.IsPostgres(cfg.Database) {
+		c.db = cfg.Database
+	} else {
+		cfg.Database = c.db
+	}
 	cfg.ShutdownTimeout = shutdownTimeout
 	for i := range n {
 		if err := c.add(ctx, serveCtx, cfg, logger.With("replica", i+1)); err != nil {

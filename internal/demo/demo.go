@@ -126,6 +126,7 @@ func runSale(ctx context.Context, o options, rds *redisHandle, logs *replicaLogs
 	}()
 	fmt.Fprintf(stdout, "demo: %d replica(s) %s sharing %s\n", len(c.urls), strings.Join(c.urls, " "), c.db)
 	fmt.Fprintf(stdout, "demo: %s\n", describeService(cfg))
+	fmt.Fprintf(stdout, "demo: dashboard: %s/dashboard (any replica; -keep keeps it up after the sale)\n", c.urls[0])
 
 	sale := o.sale
 	sale.Targets, sale.AdminToken = c.urls, cfg.AdminToken
@@ -142,10 +143,15 @@ func runSale(ctx context.Context, o options, rds *redisHandle, logs *replicaLogs
 		fmt.Fprintf(stdout, "demo: %s\n", s)
 	}
 	fmt.Fprintf(stdout, "demo: %s\n", rep.Verdict())
+	code := exitOK
 	if !rep.OK() {
-		return exitFail
+		code = exitFail
 	}
-	return exitOK
+	if o.keep && ctx.Err() == nil {
+		fmt.Fprintf(stdout, "demo: keeping Redis and the replicas up: the dashboard is at %s/dashboard; Ctrl-C to stop\n", c.urls[0])
+		<-ctx.Done()
+	}
+	return code
 }
 
 // describeService says what guards the sale, in a line.
@@ -162,6 +168,9 @@ func describeService(cfg app.Config) string {
 			fence = "FENCING OFF (unsafe)"
 		}
 		fmt.Fprintf(&b, " (TTL %v, renewal %s, %s)", cfg.LockTTL, renew, fence)
+		if !cfg.UnsafeNoFence {
+			fmt.Fprintf(&b, ", up to %d purchases per lock hold", cfg.BatchMax)
+		}
 	}
 	fmt.Fprintf(&b, ", wait up to %v", cfg.LockWait)
 	if cfg.ChaosPause > 0 && cfg.ChaosProb > 0 {

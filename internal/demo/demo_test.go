@@ -2,9 +2,15 @@ package demo_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -23,7 +29,8 @@ func TestDemoPasses(t *testing.T) {
 			if r.code != 0 {
 				t.Errorf("exit status: got %d, want 0", r.code)
 			}
-			for _, want := range []string{tt.want, "2 replica(s)", "lock redis (TTL 10s, renewal on, fencing on)",
+			for _, want := range []string{tt.want, "2 replica(s)", "lock redis (TTL 10s, renewal on, fencing on), up to 64 purchases per lock hold",
+				"burst of 1000 buyers at once",
 				"PASS (3) stock + sold == S", "demo: PASS: every safety invariant held"} {
 				if !strings.Contains(r.stdout, want) {
 					t.Errorf("stdout lacks %q", want)
@@ -34,10 +41,11 @@ func TestDemoPasses(t *testing.T) {
 	}
 }
 
-// The control group: without a lock, with a little work inside the
-// critical section, the sale oversells and the demo says so, with the exit
-// status CI reads: 1 plainly, 0 when the oversell is what was expected.
+// The control group: without a lock, the burst oversells and the demo says
+// so, with the exit status CI reads: 1 plainly, 0 when the oversell is
+// what was expected.
 func TestDemoDetectsOversell(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
 	for _, tt := range []struct {
 		name    string
 		extra   []string
@@ -48,7 +56,7 @@ func TestDemoDetectsOversell(t *testing.T) {
 		{"expected", []string{"-expect-oversell"}, 0, "demo: PASS: oversell detected"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := runDemo(t, context.Background(), nil, nil, args(append([]string{"-lock", "none", "-chaos-pause", "2ms"}, tt.extra...)...)...)
+			r := runDemo(t, context.Background(), nil, nil, args(append([]string{"-lock", "none"}, tt.extra...)...)...)
 			if r.code != tt.code {
 				t.Errorf("exit status: got %d, want %d", r.code, tt.code)
 			}
@@ -61,6 +69,47 @@ func TestDemoDetectsOversell(t *testing.T) {
 		})
 	}
 }
+
+// With reads and restocks mixed in (at most 8 requests in flight), the
+// linearizability check judges every answer: yes under the Redis lock, NO
+// under the local lock of two replicas, whose lost updates show in the
+// reads.
+func TestDemoMixedSaleIsChecked(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
+	mixed := []string{"-buyers", "600", "-stock", "50", "-mix", "reads=10%,restocks=5/s"}
+	for _, tt := range []struct {
+		lock, want, verdict string
+	}{
+		{"redis", "linearizable: yes (", "demo: PASS: every safety invariant held, nothing oversold, the history is linearizable"},
+		{"local", "linearizable: NO (product 1: starting from stock 50", "demo: PASS"},
+	} {
+		t.Run(tt.lock, func(t *testing.T) {
+			extra := []string{"-lock", tt.lock}
+			if tt.lock != "redis" {
+				extra = append(extra, "-expect-oversell")
+			}
+			r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": "server"}, append(mixed, extra...)...)
+			if r.code != 0 {
+				t.Errorf("exit status: got %d, want 0", r.code)
+			}
+			for _, want := range []string{"mixed in: reads=10%,restocks=5/s, at most 8 requests in flight", tt.want, tt.verdict} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("stdout lacks %q", want)
+				}
+			}
+			if m := vizRE.FindStringSubmatch(r.stdout); tt.lock != "redis" {
+				if m == nil {
+					t.Errorf("stdout names no visualization of the violation")
+				} else if _, err := os.Stat(m[1]); err != nil {
+					t.Errorf("visualization %s: %v", m[1], err)
+				}
+			}
+			assertCleanedUp(t, r)
+		})
+	}
+}
+
+var vizRE = regexp.MustCompile(`porcupine's visualization of product \d+: (\S+)`)
 
 // A Ctrl-C (here: the context ending, which is what the signal does) stops
 // the sale early, with purchases in flight and holding the lock; the demo
@@ -116,10 +165,142 @@ func TestDemoUsage(t *testing.T) {
 		{[]string{"-redis", "cloud"}, 2, `-redis "cloud": want auto, server or embedded`},
 		{[]string{"-lock", "mutex"}, 2, `lock mode "mutex"`},
 		{[]string{"extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"-buyers", "10", "-rate", "5"}, 2, "choose one"},
+		{[]string{"-batch-max", "0"}, 2, "batch max 0"},
+		{[]string{"-mix", "reads=200%"}, 2, "-mix"},
+		{[]string{"-matrix", "-keep"}, 2, "-keep: the matrix stops each row's replicas"},
 	} {
 		r := runDemo(t, context.Background(), nil, nil, tt.args...)
 		if r.code != tt.code || !strings.Contains(r.stderr, tt.want) {
 			t.Errorf("demo %v: got exit %d and stderr %q, want exit %d and %q", tt.args, r.code, r.stderr, tt.code, tt.want)
 		}
 	}
+}
+
+// demo -report and -report-json pass through to the sale: the page says
+// what the text says, and the JSON reads back.
+func TestDemoReport(t *testing.T) {
+	dir := t.TempDir()
+	page, data := filepath.Join(dir, "sale.html"), filepath.Join(dir, "sale.json")
+	r := runDemo(t, context.Background(), nil, nil, args("-lock", "none", "-expect-oversell", "-report", page, "-report-json", data)...)
+	if r.code != 0 {
+		t.Fatalf("exit status: got %d, want 0", r.code)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<div class="verdict pass" id="verdict">PASS: oversell detected, as expected for this mode</div>`,
+		`data-number="3" data-status="FAIL"`, `<svg class="sale-chart"`,
+		`<dd id="shape">burst of 1000 buyers at once`, `id="linearizable" data-verdict="`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("report page lacks %q", want)
+		}
+	}
+	j, err := os.ReadFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Oversold, ExpectOversell bool
+		Requests                 int
+		Shape                    string
+		Linearizability          struct{ Verdict string }
+	}
+	if err := json.Unmarshal(j, &rep); err != nil || !rep.Oversold || !rep.ExpectOversell || rep.Requests != 1000 ||
+		!strings.HasPrefix(rep.Shape, "burst of 1000 buyers") || rep.Linearizability.Verdict == "" {
+		t.Errorf("report JSON: got %+v (%v), want an expected oversell of 1000 requests, the burst and a linearizability verdict", rep, err)
+	}
+	if !strings.Contains(r.stdout, "demo: dashboard: http://127.0.0.1:") {
+		t.Error("the demo did not print the dashboard's URL")
+	}
+}
+
+// demo -keep keeps the replicas serving after the sale until Ctrl-C (here:
+// the context ending): the printed dashboard answers with the page, and
+// its data with the sold-out product from the shared database and, once
+// the replicas have written the sale's seconds, its 50 purchases. Then
+// the demo cleans up as usual and exits with the sale's verdict.
+func TestDemoKeepServesTheDashboard(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	keepRE := regexp.MustCompile(`the dashboard is at (http://127\.0\.0\.1:\d+)/dashboard; Ctrl-C to stop`)
+	type dashboardData struct {
+		Products []struct{ Stock, Sold int64 }
+		Totals   struct{ Outcomes map[string]int64 }
+	}
+	type seen struct {
+		page string
+		data dashboardData
+		err  error
+	}
+	got := make(chan seen, 1)
+	var once sync.Once
+	stdout := &syncBuffer{onWrite: func(s string) {
+		m := keepRE.FindStringSubmatch(s)
+		if m == nil {
+			return
+		}
+		once.Do(func() {
+			go func() {
+				defer cancel()
+				var v seen
+				defer func() { got <- v }()
+				page, err := httpGet(m[1] + "/dashboard")
+				if v.page, v.err = string(page), err; err != nil {
+					return
+				}
+				// The seconds reach Redis once a second: poll until the
+				// sale's purchases are in, or a deadline.
+				for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+					var b []byte
+					if b, v.err = httpGet(m[1] + "/dashboard/data"); v.err != nil {
+						return
+					}
+					v.data = dashboardData{}
+					if v.err = json.Unmarshal(b, &v.data); v.err != nil || v.data.Totals.Outcomes["created"] >= 50 {
+						return
+					}
+				}
+			}()
+		})
+	}}
+	r := runDemo(t, ctx, stdout, map[string]string{"SECKILL_DEMO_REDIS": "embedded"}, args("-keep")...)
+	if r.code != 0 {
+		t.Errorf("exit status: got %d, want 0 (the sale's verdict)", r.code)
+	}
+	select {
+	case v := <-got:
+		if v.err != nil {
+			t.Fatalf("dashboard: %v", v.err)
+		}
+		if !strings.Contains(v.page, "<title>seckill: live sale</title>") {
+			t.Errorf("GET /dashboard is not the dashboard page: %.200q", v.page)
+		}
+		if p := v.data.Products; len(p) != 1 || p[0].Stock != 0 || p[0].Sold != 50 {
+			t.Errorf("dashboard data: got products %+v, want the one sold out: stock 0, sold 50", p)
+		}
+		if n := v.data.Totals.Outcomes["created"]; n != 50 {
+			t.Errorf("dashboard data: got %d purchases created over the seconds, want 50", n)
+		}
+	default:
+		t.Fatal("the demo did not print the kept dashboard's URL")
+	}
+	assertCleanedUp(t, r)
+}
+
+// httpGet reads url's body, failing on any status but 200. It keeps no
+// connection open, so no client goroutine outlives the test.
+func httpGet(url string) ([]byte, error) {
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return b, err
 }

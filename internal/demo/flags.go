@@ -12,15 +12,14 @@ import (
 	"github.com/seckill-ref/seckill/loadtest"
 )
 
-// Defaults of the demo's own flags. The rate is above loadtest's default so
-// that two replicas are really contended; the matrix's duration is shorter
-// because it runs five sales.
+// Defaults of the demo's own flags. The sale is a burst of
+// loadtest.DefaultBuyers buyers for loadtest.DefaultStock items; with
+// -rate or -duration it is a steady load at these defaults instead.
 const (
-	DefaultReplicas       = 2
-	DefaultRate           = 300
-	DefaultDuration       = 5 * time.Second
-	DefaultMatrixDuration = 3 * time.Second
-	maxReplicas           = 16
+	DefaultReplicas = 2
+	DefaultRate     = 300
+	DefaultDuration = 5 * time.Second
+	maxReplicas     = 16
 )
 
 // Where the Redis of the redis lock mode comes from (-redis, or the
@@ -36,6 +35,7 @@ type options struct {
 	replicas int
 	redis    string // redisAuto, redisServer or redisEmbedded
 	matrix   bool
+	keep     bool   // serve the replicas after the sale, until Ctrl-C
 	logFile  string // replica logs; "" is the default destination
 
 	// sale holds the load test's settings, without targets and token.
@@ -51,12 +51,26 @@ temporary SQLite database and -replicas replicas of the service on loopback
 ports, runs a flash sale against all of them, prints the report and the
 verdict, and removes everything it started.
 
+The sale is a burst: -buyers buyers at once (or over -burst-window). -rate
+and -duration make it a steady load instead. Every request is recorded, and
+the sale's history is checked for linearizability (porcupine): the report
+says "linearizable: yes", NO with the smallest anomaly found, or unknown,
+which is not a pass. -mix reads=10%,restocks=2/s mixes reads and restocks
+into the sale so that the check sees the state between purchases; the sale
+then runs at most 8 requests in flight (-max-workers), so that the check
+decides in milliseconds.
+
+Every replica serves the live dashboard at /dashboard (its URL is printed);
+-keep keeps Redis and the replicas running after the sale, until Ctrl-C, to
+look at it. -report FILE.html writes the report as a page with charts.
+
 -matrix runs a short sale per lock mode and fault instead, and prints one
 table that shows where the sale oversells and where it does not.
 
 Exit status: 0 when the verdict is a pass (with -matrix: every row as
-expected), 1 when it is not (an oversell, or with -expect-oversell none),
-2 for usage errors and failures to start or to run.
+expected), 1 when it is not (an oversell or a history that is not
+linearizable, or with -expect-oversell neither), 2 for usage errors and
+failures to start or to run.
 
 Environment: SECKILL_DEMO_REDIS=auto|server|embedded is the default of -redis.
 
@@ -65,7 +79,7 @@ Flags:
 
 // serviceFlags are the flags that configure the replicas: -matrix sets
 // them per row, so giving one with -matrix is a mistake worth saying.
-var serviceFlags = []string{"lock", "lock-ttl", "lock-renew", "chaos-pause", "chaos-prob", "unsafe-no-fence", "expect-oversell", "out", "plot"}
+var serviceFlags = []string{"lock", "lock-ttl", "lock-renew", "batch-max", "chaos-pause", "chaos-prob", "unsafe-no-fence", "expect-oversell", "out", "plot", "history"}
 
 // parseFlags turns args into options. It returns flag.ErrHelp for -h, and
 // errFlagParse when the flag package has already printed the problem.
@@ -85,21 +99,31 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.replicas, "replicas", DefaultReplicas, "number of service replicas sharing Redis and the database")
 	fs.StringVar(&o.redis, "redis", redisDefault, "`where` Redis comes from: auto (redis-server if on PATH, else embedded), server or embedded")
 	fs.BoolVar(&o.matrix, "matrix", false, "run a short sale per lock mode and fault, and print one table")
+	fs.BoolVar(&o.keep, "keep", false, "after the sale, keep Redis and the replicas running, to look at the dashboard, until Ctrl-C")
 	fs.StringVar(&o.logFile, "log", "", "append the replicas' warnings and errors to this `file` (default: only count them)")
 
 	fs.Int64Var(&o.sale.Stock, "stock", loadtest.DefaultStock, "stock of the product on sale")
-	fs.IntVar(&o.sale.Rate, "rate", DefaultRate, "purchase requests per second")
-	fs.DurationVar(&o.sale.Duration, "duration", DefaultDuration, "how long to send requests (-matrix: 3s unless given)")
+	fs.IntVar(&o.sale.Buyers, "buyers", loadtest.DefaultBuyers, "burst: this many buyers, all at once (or over -burst-window)")
+	fs.DurationVar(&o.sale.BurstWindow, "burst-window", 0, "burst: spread the buyers evenly over this `duration`; 0 sends them at once")
+	fs.IntVar(&o.sale.Rate, "rate", DefaultRate, "steady load instead of a burst: purchase requests per second")
+	fs.DurationVar(&o.sale.Duration, "duration", DefaultDuration, "steady load: how long to send requests")
 	fs.Float64Var(&o.sale.RepeatShare, "repeat-share", loadtest.DefaultRepeatShare, "share of requests, 0..1, that reuse an earlier buyer and must be refused")
 	fs.BoolVar(&o.sale.ExpectOversell, "expect-oversell", false, "pass only if an oversell is detected (for the broken lock modes)")
 	fs.StringVar(&o.sale.Out, "out", "", "write Vegeta's results to this `file` (gob, for vegeta report and vegeta plot)")
 	fs.StringVar(&o.sale.Plot, "plot", "", "write Vegeta's HTML latency plot to this `file`")
+	fs.StringVar(&o.sale.Report, "report", "", "write the report as a self-contained HTML page with charts to this `file` (with -matrix: the matrix, a chart per row)")
+	fs.StringVar(&o.sale.ReportJSON, "report-json", "", "write the report as JSON to this `file` (with -matrix: every row's)")
+	fs.IntVar(&o.sale.MaxWorkers, "max-workers", 0, "most requests in flight (attack workers and connections per replica); 0: one per buyer of a burst")
+	mix := fs.String("mix", "", "mix reads and restocks into the sale for the linearizability check, e.g. reads=10%,restocks=1/s")
+	fs.StringVar(&o.sale.History, "history", "", "write the sale's history, one operation per line, to this `file` (JSON lines)")
+	fs.DurationVar(&o.sale.CheckTimeout, "check-timeout", loadtest.DefaultCheckTimeout, "longest linearizability check; past it the verdict is unknown")
 
 	lock := string(o.svc.Lock)
 	fs.StringVar(&lock, "lock", lock, "lock `mode`: redis, none (no lock: oversells) or local (in-process mutex: oversells with 2 replicas)")
 	fs.DurationVar(&o.svc.LockTTL, "lock-ttl", o.svc.LockTTL, "lock lease")
 	fs.DurationVar(&o.svc.LockWait, "lock-wait", o.svc.LockWait, "longest wait for a lock before 503 busy")
 	fs.BoolVar(&o.svc.LockRenew, "lock-renew", o.svc.LockRenew, "renew leases in the background")
+	fs.IntVar(&o.svc.BatchMax, "batch-max", o.svc.BatchMax, "most purchases of one product served per lock hold (group commit); 1 serves them one at a time")
 	fs.DurationVar(&o.svc.ChaosPause, "chaos-pause", o.svc.ChaosPause, "fault injection: lock holders sleep this long between their checks and their writes")
 	fs.Float64Var(&o.svc.ChaosProb, "chaos-prob", o.svc.ChaosProb, "fault injection: `probability` (0..1) of the chaos pause")
 	fs.BoolVar(&o.svc.UnsafeNoFence, "unsafe-no-fence", o.svc.UnsafeNoFence, "UNSAFE, for demonstrations: turn fencing off in redis mode")
@@ -114,6 +138,13 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		return o, fmt.Errorf("unexpected argument %q: flags only", fs.Arg(0))
 	}
 	o.svc.Lock = app.LockMode(strings.ToLower(lock))
+	if err := loadtest.ShapeFromFlags(fs, &o.sale); err != nil {
+		return o, err
+	}
+	var err error
+	if o.sale.Mix, err = loadtest.ParseMix(*mix); err != nil {
+		return o, fmt.Errorf("-mix: %w", err)
+	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.matrix {
@@ -126,8 +157,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		if len(clash) > 0 {
 			return o, fmt.Errorf("-matrix chooses these per row; drop %s", strings.Join(clash, " "))
 		}
-		if !set["duration"] {
-			o.sale.Duration = DefaultMatrixDuration
+		if o.keep {
+			return o, errors.New("-keep: the matrix stops each row's replicas after its sale; drop -keep or -matrix")
 		}
 	}
 	return o, o.validate()
@@ -149,8 +180,8 @@ func (o options) validate() error {
 	}
 	// Zero would mean "default" to loadtest.Run; on a command line it is a
 	// mistake.
-	if o.sale.Stock <= 0 || o.sale.Rate <= 0 || o.sale.Duration <= 0 {
-		errs = append(errs, errors.New("-stock, -rate and -duration must be positive"))
+	if o.sale.Stock <= 0 || o.sale.Buyers < 0 || (o.sale.Buyers == 0 && (o.sale.Rate <= 0 || o.sale.Duration <= 0)) {
+		errs = append(errs, errors.New("-stock and -buyers (or -rate and -duration) must be positive"))
 	}
 	if err := o.svc.Validate(); err != nil {
 		errs = append(errs, err)

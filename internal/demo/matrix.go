@@ -15,19 +15,14 @@ import (
 	"github.com/seckill-ref/seckill/loadtest"
 )
 
-// matrixWork is the simulated work every purchase of the matrix does while
-// it holds the lock. Without it the critical section is a few SQLite
-// statements, and on a small machine the unsafe modes may sell a whole run
-// without two buyers ever overlapping (none at 500 req/s did not oversell
-// in a measurement). A real purchase does work there too (payment, an
-// inventory service); 2 ms makes the races of the control rows likely
-// without slowing the correct rows much.
-const matrixWork = 2 * time.Millisecond
-
-// The matrix's fault: holders outlive their leases. A pause longer than the
-// TTL, with renewal off, ends the lease mid-purchase and lets the next
-// buyer in; a probability below 1 lets the sale move between pauses.
+// The matrix's fault: holders outlive their leases. Every holder works 2 ms
+// inside the critical section, and with probability 0.2 stalls 300 ms more:
+// longer than the 200 ms TTL, with renewal off, so the lease ends
+// mid-purchase and lets the next buyer in; the probability below 1 lets the
+// sale move between stalls. The rows without a fault inject nothing: the
+// burst alone is what makes the broken modes oversell.
 const (
+	faultWork  = 2 * time.Millisecond
 	faultTTL   = 200 * time.Millisecond
 	faultPause = 300 * time.Millisecond
 	faultProb  = 0.2
@@ -36,6 +31,8 @@ const (
 // row is one sale of the matrix and what it must show.
 type row struct {
 	mode     app.LockMode
+	batchMax int    // 0: the default
+	label    string // in the verdict, beside the fault
 	fault    string // "" for none
 	expired  bool   // the lease-expiry fault
 	unsafe   bool   // fencing off
@@ -53,6 +50,7 @@ func matrixRows(replicas int) []row {
 	}
 	return []row{
 		{mode: app.LockRedis, why: "the distributed lock excludes every replica's buyers"},
+		{mode: app.LockRedis, batchMax: 1, label: "one at a time", why: "one buyer per lock hold excludes the same way"},
 		local,
 		{mode: app.LockNone, oversell: true, why: "nothing excludes anyone"},
 		{mode: app.LockRedis, fault: "lease expiry", expired: true,
@@ -70,13 +68,26 @@ func (r row) config(o options, redisAddr string) app.Config {
 	cfg.RedisAddr = redisAddr
 	cfg.AdminToken = rand.Text()
 	cfg.UnsafeNoFence = r.unsafe
-	var pause time.Duration
+	if r.batchMax > 0 {
+		cfg.BatchMax = r.batchMax
+	}
 	if r.expired {
 		cfg.LockTTL, cfg.LockRenew = faultTTL, false
-		pause = faultPause
+		cfg.Chaos = workHook(faultWork, faultPause, faultProb)
 	}
-	cfg.Chaos = workHook(matrixWork, pause, faultProb)
 	return cfg
+}
+
+// batchText is the batch column: how many purchases one lock hold may
+// serve. The unfenced modes always sell one at a time.
+func (r row) batchText() string {
+	if r.mode != app.LockRedis || r.unsafe {
+		return "1"
+	}
+	if r.batchMax > 0 {
+		return fmt.Sprint(r.batchMax)
+	}
+	return fmt.Sprint(app.DefaultBatchMax)
 }
 
 // workHook is the matrix's chaos hook: every holder works for work, and
@@ -108,7 +119,23 @@ type result struct {
 	output                   bytes.Buffer // the sale's full report, shown if the row fails
 }
 
-func (r *result) matched() bool { return r.ran && r.err == nil && r.rep.Oversold == r.oversell }
+// matched reports whether the row came out as expected: an oversell
+// where one is expected; otherwise none, and a history checked
+// linearizable (NO or unknown is not a pass).
+func (r *result) matched() bool {
+	if !r.ran || r.err != nil || r.rep.Oversold != r.oversell {
+		return false
+	}
+	return r.oversell || r.rep.Linearizability.Verdict == loadtest.LinYes
+}
+
+// linText is the row's linearizable column.
+func (r *result) linText() string {
+	if v := r.rep.Linearizability.Verdict; v != loadtest.LinNotChecked {
+		return string(v)
+	}
+	return "-"
+}
 
 // runMatrix runs every row on one Redis, each on fresh replicas with a
 // fresh database, and prints the table and a verdict per row. It returns
@@ -116,8 +143,12 @@ func (r *result) matched() bool { return r.ran && r.err == nil && r.rep.Oversold
 // could not run (or a Ctrl-C stopped the matrix), and exitFail otherwise.
 func runMatrix(ctx context.Context, o options, rds *redisHandle, logger *slog.Logger, stdout, stderr io.Writer) int {
 	rows := matrixRows(o.replicas)
-	fmt.Fprintf(stdout, "demo -matrix: %d sales of %d items at %d req/s for %v, each on %d fresh replica(s) with Redis from %s\n",
-		len(rows), o.sale.Stock, o.sale.Rate, o.sale.Duration, o.replicas, rds.describe())
+	if err := createMatrixReports(o); err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintf(stdout, "demo -matrix: %d sales of %d items, each a %s, on %d fresh replica(s) with Redis from %s\n",
+		len(rows), o.sale.Stock, shapeText(o.sale), o.replicas, rds.describe())
 	results := make([]*result, len(rows))
 	for i, r := range rows {
 		res := &result{row: r}
@@ -125,7 +156,7 @@ func runMatrix(ctx context.Context, o options, rds *redisHandle, logger *slog.Lo
 		if ctx.Err() != nil {
 			continue
 		}
-		fmt.Fprintf(stdout, "  [%d/%d] %-5s %-24s ", i+1, len(rows), r.mode, r.fault)
+		fmt.Fprintf(stdout, "  [%d/%d] %-5s batch %-4s %-24s ", i+1, len(rows), r.mode, r.batchText(), r.fault)
 		start := time.Now()
 		runRow(ctx, o, rds, logger, res)
 		status := "oversold: no"
@@ -137,6 +168,9 @@ func runMatrix(ctx context.Context, o options, rds *redisHandle, logger *slog.Lo
 		case res.rep.Oversold:
 			status = "oversold: YES"
 		}
+		if res.err == nil && res.ran {
+			status += ", linearizable: " + res.linText()
+		}
 		fmt.Fprintf(stdout, "%s (%.1fs)\n", status, time.Since(start).Seconds())
 		if res.err != nil {
 			fmt.Fprintf(stderr, "demo: %s %s: %v\n", r.mode, r.fault, res.err)
@@ -145,7 +179,12 @@ func runMatrix(ctx context.Context, o options, rds *redisHandle, logger *slog.Lo
 	fmt.Fprintln(stdout)
 	writeTable(stdout, o, results)
 	fmt.Fprintln(stdout)
-	return writeVerdicts(stdout, results, ctx.Err() != nil)
+	code := writeVerdicts(stdout, results, ctx.Err() != nil)
+	if err := writeMatrixReports(o, results); err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		code = exitError
+	}
+	return code
 }
 
 // runRow runs one sale into res.
@@ -159,6 +198,8 @@ func runRow(ctx context.Context, o options, rds *redisHandle, logger *slog.Logge
 	sale := o.sale
 	sale.Targets, sale.AdminToken = c.urls, cfg.AdminToken
 	sale.ProgressMode = loadtest.ProgressOff
+	sale.Report, sale.ReportJSON = "", "" // the matrix writes one report of all rows
+	sale.NoVisualization = true           // one per broken row would only clutter the temporary directory
 	res.rep, res.err = loadtest.Run(ctx, sale, &res.output)
 	res.ran = ctx.Err() == nil
 	res.fenceRejected, res.leaseLost = c.counters()
@@ -170,15 +211,14 @@ func runRow(ctx context.Context, o options, rds *redisHandle, logger *slog.Logge
 // writeTable prints the matrix: one line per row, then what the columns
 // and the fault mean.
 func writeTable(w io.Writer, o options, results []*result) {
-	fmt.Fprintf(w, "Each purchase holds the lock %v of simulated work (a chaos pause with probability 1), so that races are likely.\n", matrixWork)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "mode\treplicas\tfault\torders\tstock left\toversold\tpurchases/s\trequests/s\tp99\tfence rejected\tleases lost")
+	fmt.Fprintln(tw, "mode\tbatch\treplicas\tfault\torders\tstock left\toversold\tlinearizable\tpurchases/s\trequests/s\tp99\tfence rejected\tleases lost")
 	for _, r := range results {
 		fault := r.fault
 		if fault == "" {
 			fault = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t", r.mode, o.replicas, fault)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t", r.mode, r.batchText(), o.replicas, fault)
 		switch {
 		case !r.ran && r.err == nil:
 			fmt.Fprintln(tw, "not run")
@@ -189,16 +229,19 @@ func writeTable(w io.Writer, o options, results []*result) {
 			if r.rep.Oversold {
 				oversold = "YES"
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%.0f\t%v\t%d\t%d\n", r.rep.After.Sold, r.rep.After.Stock, oversold,
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%.0f\t%.0f\t%v\t%d\t%d\n", r.rep.After.Sold, r.rep.After.Stock, oversold, r.linText(),
 				r.rep.PurchaseRate, r.rep.RequestRate, roundDuration(r.rep.Latency.P99), r.fenceRejected, r.leaseLost)
 		}
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "\nstock: %d per sale. oversold: a safety invariant of the load test failed (stock left + orders = stock,\n"+
-		"stock >= 0, one order per 201 and per user). purchases/s: while selling; requests/s and p99: all requests.\n"+
-		"lease expiry: lock TTL %v, renewal off, and %.0f%% of holders stall %v more, so their leases run out mid-purchase.\n"+
-		"fence rejected: late writes the database refused (fencing token older than the current holder's).\n",
-		o.sale.Stock, faultTTL, faultProb*100, faultPause)
+	fmt.Fprintf(w, "\nstock: %d per sale, load: %s, nothing injected but the fault column.\n"+
+		"oversold: a safety invariant of the load test failed (stock left + orders = stock, stock >= 0, one order per 201\n"+
+		"and per user). linearizable: the sale's history checked against a model of the API (porcupine); NO when no\n"+
+		"order of the requests explains their answers. batch: purchases per lock hold. purchases/s: while selling;\n"+
+		"requests/s and p99: all requests.\n"+
+		"lease expiry: lock TTL %v, renewal off, holders work %v and %.0f%% of them stall %v more, so their leases run\n"+
+		"out mid-purchase. fence rejected: late writes the database refused (a token older than the current holder's).\n",
+		o.sale.Stock, shapeText(o.sale), faultTTL, faultWork, faultProb*100, faultPause)
 }
 
 // writeVerdicts prints one line per row and the overall one, then the full
@@ -210,6 +253,9 @@ func writeVerdicts(w io.Writer, results []*result, interrupted bool) int {
 		if r.fault != "" {
 			name += " (" + r.fault + ")"
 		}
+		if r.label != "" {
+			name += " (" + r.label + ")"
+		}
 		switch {
 		case !r.ran || r.err != nil:
 			errs++
@@ -217,13 +263,16 @@ func writeVerdicts(w io.Writer, results []*result, interrupted bool) int {
 		case r.matched() && r.oversell:
 			fmt.Fprintf(w, "ok       %s oversold, as expected: %s\n", name, r.why)
 		case r.matched():
-			fmt.Fprintf(w, "ok       %s did not oversell, as expected: %s\n", name, r.why)
+			fmt.Fprintf(w, "ok       %s did not oversell and is linearizable, as expected: %s\n", name, r.why)
 		case r.oversell:
 			bad++
 			fmt.Fprintf(w, "MISMATCH %s did not oversell, but it should have: the race did not happen in this run\n", name)
-		default:
+		case r.rep.Oversold:
 			bad++
 			fmt.Fprintf(w, "MISMATCH %s OVERSOLD, and it must not\n", name)
+		default:
+			bad++
+			fmt.Fprintf(w, "MISMATCH %s did not oversell, but its history must be linearizable: %s\n", name, r.rep.Linearizability.Line())
 		}
 	}
 	for _, r := range results {
@@ -244,6 +293,17 @@ func writeVerdicts(w io.Writer, results []*result, interrupted bool) int {
 	}
 	fmt.Fprintf(w, "\nmatrix: PASS: all %d rows as expected\n", len(results))
 	return exitOK
+}
+
+// shapeText is the sale's load in words, as the load test reports it.
+func shapeText(sale loadtest.Config) string {
+	if sale.Buyers > 0 {
+		if sale.BurstWindow > 0 {
+			return fmt.Sprintf("burst of %d buyers over %v", sale.Buyers, sale.BurstWindow)
+		}
+		return fmt.Sprintf("burst of %d buyers at once", sale.Buyers)
+	}
+	return fmt.Sprintf("steady %d req/s for %v", sale.Rate, sale.Duration)
 }
 
 // roundDuration keeps about three significant figures, enough to read.

@@ -2,31 +2,43 @@ package demo_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/seckill-ref/seckill/internal/browsertest"
 )
 
 // The matrix shows oversell exactly where it should: not under the Redis
-// lock, with or without expiring leases (the fence refuses the late
-// writes), and in each of the three broken configurations.
+// lock, batched or not, with or without expiring leases (the fence refuses
+// the late writes), and in each of the three broken configurations, with
+// nothing injected into the rows without a fault: the burst alone races.
+// The rows without an oversell must also have linearizable histories.
 func TestMatrix(t *testing.T) {
 	// The rows' temporary directories go here, so the test can see that
 	// none is left; the matrix does not print their paths.
 	tmp := t.TempDir()
+	reports := t.TempDir()
+	page, data := filepath.Join(reports, "matrix.html"), filepath.Join(reports, "matrix.json")
 	t.Setenv("TMPDIR", tmp)
 	r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": "embedded"},
-		"-matrix", "-duration", "1s", "-rate", "300", "-stock", "50")
+		"-matrix", "-buyers", "1000", "-stock", "50", "-report", page, "-report-json", data)
 	if r.code != 0 {
 		t.Errorf("exit status: got %d, want 0", r.code)
 	}
 	for _, want := range []string{
-		"ok       redis did not oversell",
+		"oversold  linearizable  purchases/s",
+		"ok       redis did not oversell and is linearizable",
+		"ok       redis (one at a time) did not oversell and is linearizable",
 		"ok       local oversold",
 		"ok       none oversold",
-		"ok       redis (lease expiry) did not oversell",
+		"ok       redis (lease expiry) did not oversell and is linearizable",
 		"ok       redis (lease expiry, no fence) oversold",
-		"matrix: PASS: all 5 rows as expected",
+		"matrix: PASS: all 6 rows as expected",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("stdout lacks %q", want)
@@ -36,4 +48,108 @@ func TestMatrix(t *testing.T) {
 	if left, err := os.ReadDir(tmp); err != nil || len(left) > 0 {
 		t.Errorf("temporary directories left behind: %v (%v)", left, err)
 	}
+	checkMatrixJSON(t, data)
+	checkMatrixPage(t, page)
+}
+
+// checkMatrixJSON reads -report-json back: every row with its report.
+func checkMatrixJSON(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Passed bool `json:"passed"`
+		Rows   []struct {
+			Mode           string `json:"mode"`
+			ExpectOversell bool   `json:"expect_oversell"`
+			Linearizable   string `json:"linearizable"`
+			Verdict        string `json:"verdict"`
+			Report         struct {
+				Oversold        bool
+				Requests        int
+				Linearizability struct{ Verdict string }
+			} `json:"report"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("matrix JSON: %v", err)
+	}
+	if !m.Passed || len(m.Rows) != 6 {
+		t.Fatalf("matrix JSON: passed %v with %d rows, want true with 6", m.Passed, len(m.Rows))
+	}
+	for _, row := range m.Rows {
+		if row.Verdict != "ok" || row.Report.Oversold != row.ExpectOversell || row.Report.Requests == 0 ||
+			row.Linearizable != row.Report.Linearizability.Verdict || (!row.ExpectOversell && row.Linearizable != "yes") {
+			t.Errorf("matrix JSON row %+v: want verdict ok, oversold as expected, linearizable where not, and the sale's report", row)
+		}
+	}
+}
+
+// rowsJS reads the matrix page's rows: their data, their oversold and
+// linearizable cells, and whether the chart draws sold, or stock + sold,
+// above the S line (a smaller y is higher up the chart).
+const rowsJS = `[...document.querySelectorAll("#matrix tr.row")].map(tr => {
+  const svg = tr.querySelector("svg.sale-chart");
+  const limit = svg && svg.querySelector("line.limit");
+  const above = cls => {
+    const line = svg && svg.querySelector("polyline." + cls);
+    if (!limit || !line) return false;
+    const top = Math.min(...line.getAttribute("points").trim().split(/\s+/).map(p => Number(p.split(",")[1])));
+    return top < Number(limit.getAttribute("y1")) - 0.5;
+  };
+  const cell = cls => tr.querySelector("td." + cls) ? tr.querySelector("td." + cls).textContent.trim() : "";
+  return {
+    mode: tr.dataset.mode, fault: tr.dataset.fault, label: tr.dataset.label,
+    expected: tr.dataset.expected, verdict: tr.dataset.verdict,
+    oversold: cell("oversold"), linearizable: cell("linearizable"),
+    chart: !!svg,
+    soldAboveS: above("sold"), totalAboveS: above("total"),
+  };
+})`
+
+type matrixRowShown struct {
+	Mode, Fault, Label, Expected, Verdict, Oversold, Linearizable string
+	Chart, SoldAboveS, TotalAboveS                                bool
+}
+
+// checkMatrixPage opens the -report page in a real browser: six rows, each
+// with its verdict and a chart, where none and local sell past the stock
+// and the Redis lock never does.
+func checkMatrixPage(t *testing.T, path string) {
+	t.Helper()
+	b := browsertest.Start(t, 1500, 1100)
+	b.Navigate("file://" + path)
+	b.WaitTrue(`document.querySelectorAll("#matrix tr.row").length > 0`, 10*time.Second, func() string { return "no rows" })
+	if v := browsertest.Eval[string](b, `document.getElementById("verdict").textContent`); v != "matrix: PASS: all 6 rows as expected" {
+		t.Errorf("verdict: got %q", v)
+	}
+	rows := browsertest.Eval[[]matrixRowShown](b, rowsJS)
+	want := []struct{ mode, fault, oversold string }{
+		{"redis", "", "no"}, {"redis", "", "no"}, {"local", "", "YES"}, {"none", "", "YES"},
+		{"redis", "lease expiry", "no"}, {"redis", "lease expiry, no fence", "YES"},
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("got %d rows on the page, want %d: %+v", len(rows), len(want), rows)
+	}
+	for i, w := range want {
+		r := rows[i]
+		name := fmt.Sprintf("row %d (%s %s)", i+1, r.Mode, r.Fault)
+		if r.Mode != w.mode || r.Fault != w.fault || r.Oversold != w.oversold || r.Verdict != "ok" || !r.Chart {
+			t.Errorf("%s: got %+v, want mode %s, fault %q, oversold %s, verdict ok and a chart", name, r, w.mode, w.fault, w.oversold)
+		}
+		// An oversell shows as sold past S when the burst sells out, and
+		// as stock + sold past S (lost stock updates) either way.
+		switch {
+		case (r.Mode == "none" || r.Mode == "local") && !r.SoldAboveS && !r.TotalAboveS:
+			t.Errorf("%s: the chart draws neither sold nor stock + sold above S", name)
+		case r.Mode == "redis" && !strings.Contains(r.Fault, "no fence") && (r.SoldAboveS || r.TotalAboveS):
+			t.Errorf("%s: the chart draws sold or stock + sold above S under the Redis lock", name)
+		}
+		if w.oversold == "no" && r.Linearizable != "yes" {
+			t.Errorf("%s: linearizable %q, want yes", name, r.Linearizable)
+		}
+	}
+	b.Screenshot(browsertest.ScreenshotPath(t, "matrix-report.png"))
 }

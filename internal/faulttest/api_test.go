@@ -1,7 +1,6 @@
 package faulttest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,6 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 const adminToken = "faulttest-admin-token"
@@ -91,18 +94,19 @@ func getProduct(ctx context.Context, r *replica, id int64) (product, error) {
 }
 
 // allOrders reads every order of a product through r, oldest (lowest id)
-// first.
+// first, page by page with the cursor.
 func allOrders(ctx context.Context, r *replica, id int64) ([]order, error) {
 	var out []order
+	var after int64
 	for {
-		url := fmt.Sprintf("%s/api/v1/products/%d/orders?limit=1000&offset=%d", r.url, id, len(out))
+		url := fmt.Sprintf("%s/api/v1/products/%d/orders?limit=1000&after=%d", r.url, id, after)
 		status, b, err := get(ctx, url)
 		if err != nil {
 			return nil, err
 		}
 		var page struct {
-			Count  int     `json:"count"`
 			Orders []order `json:"orders"`
+			Next   *int64  `json:"next"`
 		}
 		if status != http.StatusOK {
 			return nil, fmt.Errorf("list orders: HTTP %d %s", status, b)
@@ -111,14 +115,16 @@ func allOrders(ctx context.Context, r *replica, id int64) ([]order, error) {
 			return nil, err
 		}
 		out = append(out, page.Orders...)
-		if len(page.Orders) == 0 || len(out) >= page.Count {
+		if page.Next == nil {
 			return out, nil
 		}
+		after = *page.Next
 	}
 }
 
-// metrics is one scrape of a replica's /metrics: sample name (with its
-// labels, as written) to value.
+// metrics is one scrape of a replica's /metrics, read with Prometheus's
+// text parser: sample name with its labels (name{label="value"}) to value;
+// a histogram gives name_count and name_sum.
 type metrics map[string]float64
 
 // Names of the samples the scenarios read (internal/metrics).
@@ -133,10 +139,13 @@ const (
 	mBusy            = `seckill_purchases_total{outcome="busy"}`
 )
 
+// acquisitions is how many times the replica has taken a lock.
+func (m metrics) acquisitions() float64 { return m[mAcqUncontended] + m[mAcqContended] }
+
 // held is how many locks the replica holds: every Acquire is matched by
 // one Release, lost lease or not, so the difference is the purchases
 // inside their critical section right now (at most one per product).
-func (m metrics) held() float64 { return m[mAcqUncontended] + m[mAcqContended] - m[mReleases] }
+func (m metrics) held() float64 { return m.acquisitions() - m[mReleases] }
 
 // fenceRejections is the writes the fence refused, both stages.
 func (m metrics) fenceRejections() float64 { return m[mFenceClaim] + m[mFenceWrite] }
@@ -150,22 +159,32 @@ func scrape(ctx context.Context, r *replica) (metrics, error) {
 	if status != http.StatusOK {
 		return nil, fmt.Errorf("metrics of %s: HTTP %d", r.name, status)
 	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("metrics of %s: %w", r.name, err)
+	}
 	m := metrics{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
+	for name, f := range fams {
+		for _, s := range f.GetMetric() {
+			key := name
+			if len(s.GetLabel()) > 0 {
+				pairs := make([]string, len(s.GetLabel()))
+				for i, l := range s.GetLabel() {
+					pairs[i] = fmt.Sprintf("%s=%q", l.GetName(), l.GetValue())
+				}
+				key += "{" + strings.Join(pairs, ",") + "}"
+			}
+			switch f.GetType() {
+			case dto.MetricType_COUNTER:
+				m[key] = s.GetCounter().GetValue()
+			case dto.MetricType_GAUGE:
+				m[key] = s.GetGauge().GetValue()
+			case dto.MetricType_HISTOGRAM:
+				m[key+"_count"] = float64(s.GetHistogram().GetSampleCount())
+				m[key+"_sum"] = s.GetHistogram().GetSampleSum()
+			}
 		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics of %s: line %q: %w", r.name, line, err)
-		}
-		m[line[:i]] = v
 	}
 	for _, name := range []string{mAcqUncontended, mReleases, mFenceClaim, mLeasesLost, mBusy} {
 		if _, ok := m[name]; !ok {

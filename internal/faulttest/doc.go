@@ -8,12 +8,24 @@
 // run at normal speed while the test binary itself may run under the race
 // detector). Each test starts its own redis-server processes
 // (internal/redistest) and 2 or 3 `seckill serve` replicas on free
-// 127.0.0.1 ports, sharing one SQLite file in the test's temp directory,
-// each with its own log file; it waits for /readyz by polling. Every
-// process is stopped by PID when the test ends, pass or fail (SIGCONT
-// first, for one a scenario left stopped); the tail of each replica's log
-// is printed when a test fails. A missing redis-server fails the run with
-// a message: a suite that skips itself proves nothing.
+// 127.0.0.1 ports, sharing one database, each with its own log file; it
+// waits for /readyz by polling. The database is a SQLite file in the
+// test's temp directory or, in the scenarios whose names end in Postgres,
+// a database of the test's own (DATABASE=postgres://...) on one PostgreSQL
+// server that the suite starts (internal/pgtest); there the test reads the
+// product through every replica at once before the sale, so that their
+// connections to the server are open when it starts. Every process is stopped by PID when the test ends,
+// pass or fail (SIGCONT first, for one a scenario left stopped); the tail
+// of each replica's log is printed when a test fails. A missing
+// redis-server or PostgreSQL fails the run with a message: a suite that
+// skips itself proves nothing.
+//
+// A test binary killed before its clean-up (go test's -timeout, a CI
+// runner, a second Ctrl-C) takes its processes with it: they are started
+// by internal/procutil with a parent-death signal. TestKilledTestLeavesNoChildren
+// kills a child test process with SIGKILL while it buys from its own
+// replica and redis-server, and finds both gone; its control, with the
+// signal switched off, finds both still running and then kills them.
 //
 // Faults are timed by what can be observed, never by sleeping: a number of
 // orders made (GET /api/v1/products/:id), a replica holding the product's
@@ -28,7 +40,8 @@
 // there was, every 201 matched by an order (allowing for requests whose
 // outcome is unknown, such as those cut by a kill), no user with two
 // orders. And each has a negative control: the same scenario with its
-// protection switched off must oversell, or lose leases, as listed below.
+// protection switched off must oversell, lose leases, or stall, as listed
+// below.
 //
 // The scenarios, what the lock and the fence do in each, and the negative
 // control that shows the scenario would catch the failure it is about:
@@ -52,7 +65,7 @@
 //	            holder's token comes from the server's clock, still
 //	            larger than every earlier one
 //	  fence:    refuses the old holder's write
-//	  outcome:  nothing oversold, the orders' fences increase strictly,
+//	  outcome:  nothing oversold, the orders' fences never decrease,
 //	            the sale resumes
 //	  control:  UNSAFE_NO_FENCE=true oversells
 //
@@ -73,19 +86,48 @@
 //	  control:  LOCK_RENEW=false loses every lease; the fence refuses the
 //	            late writes and still keeps the sale exact
 //
-//	Scenario 6: Redis Sentinel (master, replica, 3 sentinels): stop a
+//	Scenario 6: restart the single Redis from a snapshot taken earlier in
+//	            the sale (SAVE, more purchases, restart)
+//	  lock:     the fence counter comes back older than the tokens issued
+//	            since; the next token is the server's clock, still larger
+//	  fence:    accepts the next holder's claim: at most one rejection
+//	            per replica after the restart
+//	  outcome:  nothing oversold, the orders' fences never decrease,
+//	            the sale resumes at once
+//	  control:  UNSAFE_COUNTER_TOKENS=true (last token + 1) reissues
+//	            tokens the store has seen: the fence refuses every
+//	            purchase until the counter catches up, a stall of 503s
+//
+//	Scenario 7: Redis Sentinel (master, replica, 3 sentinels): stop a
 //	            holder, cut replication from master to replica, let the
 //	            other replica use the lock, kill -9 the master; once
 //	            without and once with LOCK_WAIT_REPLICAS=1
 //	  lock:     the replica is promoted (about 2 s) and the clients follow
 //	            it. Without WAIT, the locks taken during the cut are
-//	            forgotten and the new master issues their tokens again;
-//	            with it, no lock is taken during the cut, nor before a
+//	            forgotten and the promoted replica's fence counter is
+//	            behind; the next token is its clock, still larger. With
+//	            WAIT, no lock is taken during the cut, nor before a
 //	            replica is back
-//	  fence:    refuses the reissued tokens (claims) and the stopped
-//	            holder's late write
-//	  outcome:  nothing oversold, the sale resumes, in both runs
+//	  fence:    refuses the stopped holder's late write; accepts the new
+//	            master's claims (at most one rejection)
+//	  outcome:  nothing oversold, the orders' fences never decrease, the
+//	            sale resumes, in both runs
 //	  control:  UNSAFE_NO_FENCE=true oversells
+//
+// Scenarios 1, 2 (and its control) and 3 also run on PostgreSQL. There a
+// holder's claim and write are statements on a server that other replicas
+// lock rows on, at READ COMMITTED (package store's doc says why the fence
+// stays exact), and the same faults must give the same outcomes: the kill's
+// dead connections roll back what they had not committed, the woken
+// holder's fenced write matches no row once a newer holder has claimed,
+// and without the fence the row locks and transactions do not stop its
+// stale write-back from overselling. Those sales have more items (80
+// instead of 40 for the kill, 150 instead of 60 for the stall and the
+// restart) at the same rate and length: every statement is a round trip to
+// another process, buyers queue up into bigger batches on a loaded
+// machine, and one batch could otherwise sell out what was left before the
+// fault could be seen (no write left for the fence to refuse, no sale left
+// to resume).
 //
 // The default is the short form that CI runs within `go test -race ./...`:
 // sales of a few seconds and a few dozen items. FAULTTEST_LONG=1 makes the

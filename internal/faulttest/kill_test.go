@@ -14,7 +14,13 @@ import (
 // test target: requests to it fail to connect, and the checker counts them
 // as unknown outcomes, which invariant (4) allows for.
 func TestKill9ReplicaHoldingLock(t *testing.T) {
-	killReplica(t, false)
+	killReplica(t, sqlite, false)
+}
+
+// Scenario 1 on PostgreSQL: the killed holder's connections die with it,
+// and their transactions with them; the survivors sell the rest.
+func TestKill9ReplicaHoldingLockPostgres(t *testing.T) {
+	killReplica(t, postgres, false)
 }
 
 // Negative control of scenario 1: the same sale and kill with the local
@@ -22,12 +28,12 @@ func TestKill9ReplicaHoldingLock(t *testing.T) {
 // inside every critical section makes the replicas' critical sections
 // overlap for certain, so the lost update does not depend on luck.
 func TestKill9ReplicaControlLocalLockOversells(t *testing.T) {
-	killReplica(t, true)
+	killReplica(t, sqlite, true)
 }
 
-func killReplica(t *testing.T, control bool) {
+func killReplica(t *testing.T, db database, control bool) {
 	const ttl = time.Second
-	c := newCluster(t, 1)
+	c := newCluster(t, 1, db)
 	env := map[string]string{
 		"LOCK_TTL": ttl.String(),
 		// Longer than a lease: a buyer queued behind the dead holder is
@@ -46,7 +52,7 @@ func killReplica(t *testing.T, control bool) {
 	b := c.replica("b", env)
 	cc := c.replica("c", env)
 
-	stock := pick(40, 300)
+	stock := stockFor(db, 40, 80, 300)
 	id := createProduct(t, b, stock)
 	minSold := int64(5)
 
@@ -87,6 +93,7 @@ func killReplica(t *testing.T, control bool) {
 	rate := pick(100, 150)
 	cfg := saleConfig(id, rate, pick(6*time.Second, 12*time.Second), b, cc, a)
 	cfg.ExpectOversell = control
+	c.warmUp(cfg)
 	rep := runSale(t, cfg, fault)
 
 	t.Logf("killed %s (pid %d) with %d sold; lock in Redis after the kill: owner %q, %v left; first order after the kill %v later",

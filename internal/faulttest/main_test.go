@@ -1,6 +1,7 @@
 package faulttest
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seckill-ref/seckill/internal/pgproc"
+	"github.com/seckill-ref/seckill/internal/pgtest"
+	"github.com/seckill-ref/seckill/internal/procutil"
 	"github.com/seckill-ref/seckill/internal/redisproc"
 )
 
@@ -23,8 +27,9 @@ var seckillBin string
 // show in a normal build; the service's own races are the business of its
 // package tests.
 //
-// A missing redis-server or a failed build is a failure with a message,
-// never a skip: a suite that quietly does not run proves nothing.
+// A missing redis-server or PostgreSQL, or a failed build, is a failure
+// with a message, never a skip: a suite that quietly does not run proves
+// nothing.
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -33,6 +38,15 @@ func run(m *testing.M) int {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		fmt.Fprintln(os.Stderr, "faulttest: FAIL:", redisproc.ErrNotInstalled)
 		return 1
+	}
+	if _, err := pgproc.BinDir(); err != nil {
+		fmt.Fprintln(os.Stderr, "faulttest: FAIL:", err)
+		return 1
+	}
+	if bin := os.Getenv(seckillBinEnv); bin != "" {
+		// A child test process of the orphan test: its parent built it.
+		seckillBin = bin
+		return m.Run()
 	}
 	dir, err := os.MkdirTemp("", "faulttest-bin-")
 	if err != nil {
@@ -45,7 +59,9 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "faulttest: FAIL:", err)
 		return 1
 	}
-	return m.Run()
+	// The PostgreSQL scenarios share one server, started by the first of
+	// them and stopped when the tests are done.
+	return pgtest.Main(m)
 }
 
 // build compiles the module's main package to bin. go test puts its own Go
@@ -67,9 +83,14 @@ func build(bin string) error {
 		}
 	}
 	cmd.Env = append(os.Environ(), "GOFLAGS="+strings.Join(flags, " "))
-	out, err := cmd.CombinedOutput()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	p, err := procutil.Start(cmd) // a killed test run takes the build with it
+	if err == nil {
+		err = p.Wait()
+	}
 	if err != nil {
-		return fmt.Errorf("go build the seckill binary: %w\n%s", err, out)
+		return fmt.Errorf("go build the seckill binary: %w\n%s", err, out.Bytes())
 	}
 	return nil
 }

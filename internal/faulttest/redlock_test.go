@@ -34,7 +34,7 @@ func TestRedlockControlLocalLockOversells(t *testing.T) {
 }
 
 func redlockNodes(t *testing.T, control bool) {
-	c := newCluster(t, 3)
+	c := newCluster(t, 3, sqlite)
 	env := map[string]string{
 		// A 5 s lease gives Redlock a 50 ms per-node timeout (TTL/100,
 		// capped): on a loaded machine a 10 ms one (from a 1 s lease)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-ref/seckill/internal/procutil"
 	"github.com/seckill-ref/seckill/internal/redisproc"
 )
 
@@ -39,7 +40,7 @@ type replica struct {
 	logPath string
 
 	cmd    *exec.Cmd
-	exited chan struct{} // closed once the process has been waited for
+	exited <-chan struct{} // closed once the process has been waited for; nil before start
 }
 
 // startReplica runs `seckill serve` with env (on top of the defaults of
@@ -61,7 +62,6 @@ func startReplica(t *testing.T, name string, env map[string]string) *replica {
 			name:    name,
 			url:     "http://127.0.0.1:" + strconv.Itoa(port),
 			logPath: filepath.Join(dir, fmt.Sprintf("%s-%d.log", name, attempt)),
-			exited:  make(chan struct{}),
 		}
 		if lastErr = r.start(port, env); lastErr != nil {
 			t.Fatalf("start replica %s: %v", name, lastErr)
@@ -114,16 +114,13 @@ func (r *replica) start(port int, env map[string]string) error {
 	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group: a Ctrl-C in the terminal reaches the test,
-	// which stops the replica itself, by PID.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// which stops the replica itself, by PID. A test binary killed before
+	// its clean-up takes the replica with it (the parent-death signal).
+	p, err := procutil.Start(cmd)
+	if err != nil {
 		return err
 	}
-	r.cmd = cmd
-	go func() {
-		_ = cmd.Wait()
-		close(r.exited)
-	}()
+	r.cmd, r.exited = cmd, p.Done()
 	return nil
 }
 

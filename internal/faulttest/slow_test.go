@@ -25,7 +25,7 @@ func TestSlowCriticalSectionControlNoRenewalLosesLeases(t *testing.T) {
 }
 
 func slowCriticalSection(t *testing.T, control bool) {
-	c := newCluster(t, 1)
+	c := newCluster(t, 1, sqlite)
 	env := map[string]string{
 		"LOCK_TTL":    "1s",
 		"CHAOS_PAUSE": "1500ms",

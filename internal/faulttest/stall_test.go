@@ -16,14 +16,27 @@ import (
 // replica's sales: the fence must refuse that write. Its fence rejections
 // must be > 0, or the scenario did not test anything.
 func TestSIGSTOPHolderPastLease(t *testing.T) {
-	stallHolder(t, false)
+	stallHolder(t, sqlite, false)
 }
 
 // Negative control of scenario 2: the same stall with UNSAFE_NO_FENCE=true.
 // The stalled replica's write goes through and oversells: the lease
 // alone cannot stop a holder that was paused.
 func TestSIGSTOPHolderControlNoFenceOversells(t *testing.T) {
-	stallHolder(t, true)
+	stallHolder(t, sqlite, true)
+}
+
+// Scenario 2 on PostgreSQL: the woken holder's fenced write runs at READ
+// COMMITTED against a row the other replica's claim has moved on, and must
+// be refused all the same.
+func TestSIGSTOPHolderPastLeasePostgres(t *testing.T) {
+	stallHolder(t, postgres, false)
+}
+
+// Its control on PostgreSQL: without the fence, the database's row locks
+// and transactions do not stop the woken holder's stale write-back.
+func TestSIGSTOPHolderControlNoFenceOversellsPostgres(t *testing.T) {
+	stallHolder(t, postgres, true)
 }
 
 // maxFaultAttempts bounds the retries of a fault that needs the victim to
@@ -32,9 +45,9 @@ func TestSIGSTOPHolderControlNoFenceOversells(t *testing.T) {
 // before the pause ended.
 const maxFaultAttempts = 3
 
-func stallHolder(t *testing.T, control bool) {
+func stallHolder(t *testing.T, db database, control bool) {
 	const ttl = time.Second
-	c := newCluster(t, 1)
+	c := newCluster(t, 1, db)
 	env := map[string]string{"LOCK_TTL": ttl.String(), "LOCK_WAIT": "2s"}
 	if control {
 		env = with(env, "UNSAFE_NO_FENCE", "true")
@@ -46,15 +59,15 @@ func stallHolder(t *testing.T, control bool) {
 	a := c.replica("a", with(env, "CHAOS_PAUSE", "300ms"))
 	b := c.replica("b", env)
 
-	stock := pick(60, 200)
+	stock := stockFor(db, 60, 150, 200)
 	id := createProduct(t, b, stock)
 
 	var notes []string
 	fault := func(ctx context.Context) error {
 		for attempt := 1; attempt <= maxFaultAttempts; attempt++ {
-			before, err := waitHolding(ctx, a, b, id, 3, 30*time.Second)
+			before, err := waitHoldStart(ctx, a, b, id, 3, 30*time.Second)
 			if err != nil {
-				return err
+				return fmt.Errorf("attempt %d: %w; before it: %v", attempt, err, notes)
 			}
 			done, note, err := stallOnce(ctx, a, b, id, int64(stock), before, ttl, control)
 			notes = append(notes, fmt.Sprintf("attempt %d: %s", attempt, note))
@@ -66,6 +79,7 @@ func stallHolder(t *testing.T, control bool) {
 	}
 	cfg := saleConfig(id, pick(60, 100), pick(6*time.Second, 15*time.Second), b, a)
 	cfg.ExpectOversell = control
+	c.warmUp(cfg)
 	rep := runSale(t, cfg, fault)
 	for _, l := range notes {
 		t.Log(l)

@@ -1,22 +1,28 @@
-// Package metrics counts what the service and its lock do and writes the
-// counts in the Prometheus text format (version 0.0.4). It is written by
-// hand: a dozen counters do not justify a client library, and the format is
-// a few lines of text.
+// Package metrics counts what the service, its lock and its HTTP API do,
+// in Prometheus metrics served by GET /metrics. It is the only package
+// that knows the Prometheus client library: the domain and the lock report
+// through their own small interfaces, which Metrics implements.
 //
-// Metrics implements lock.Observer, to count acquisitions, waits, renewal
-// failures and lost leases, and seckill.Recorder, to count purchases by
-// outcome and the writes the fence refused. The domain does not import this
-// package; internal/app hands a *Metrics to both.
+//   - lock.Observer: acquisitions, waits, holds, renewal failures and lost
+//     leases;
+//   - seckill.Recorder: purchases by outcome and duration, batch sizes,
+//     the writes the fence refused;
+//   - RequestDone, for the HTTP API's middleware: requests by route and
+//     status.
+//
+// Every Metrics has a registry of its own, not the library's global one:
+// several replicas run in one process (the demo, the tests), and each must
+// count only its own requests.
 package metrics
 
 import (
-	"fmt"
-	"io"
-	"sort"
-	"strings"
-	"sync"
-	"sync/atomic"
+	"net/http"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/seckill-ref/seckill/internal/seckill"
 	"github.com/seckill-ref/seckill/lock"
@@ -27,166 +33,211 @@ var (
 	_ seckill.Recorder = (*Metrics)(nil)
 )
 
-// ContentType is the media type of WritePrometheus's output.
-const ContentType = "text/plain; version=0.0.4; charset=utf-8"
+// DurationBuckets are the upper bounds, in seconds, of every duration
+// histogram: lock wait, lock hold, purchase and HTTP request. From 100 µs
+// to 10 s, 1-2.5-5 per decade. An uncontended acquisition on a local Redis
+// takes a few hundred µs, a batch's critical section (claim the fence,
+// read, one commit) a few ms, and a wait in a flash sale's queue runs up to
+// LOCK_WAIT (2 s by default) or the lock package's 5 s default; 10 s is
+// the default lease, the longest a stalled holder keeps the lock. Finer
+// buckets would cost series for a precision the percentiles do not need.
+var DurationBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
-// Metrics holds the process's counters. The zero value is not ready; use
-// New. It is safe for concurrent use.
+// BatchBuckets are the upper bounds of the batch size histogram: powers of
+// two up to 1024, past BATCH_MAX's default of 64 and its limit of 1000.
+var BatchBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
+
+// httpMethods are the methods counted by name; any other is "other", so
+// that a client inventing methods cannot grow the label set.
+var httpMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
+}
+
+// Metrics holds one replica's metrics and their registry. Use New. It is
+// safe for concurrent use.
 type Metrics struct {
-	purchases       *counterVec // by outcome
-	purchaseSeconds *summary
-	fenceRejections *counterVec // by stage
+	reg *prometheus.Registry
 
-	acquisitions    *counterVec // by contended
-	waitSeconds     *summary    // successful acquisitions only
-	acquireFailures atomic.Int64
-	releases        atomic.Int64
-	heldSeconds     *summary
-	renewalFailures atomic.Int64
-	leasesLost      atomic.Int64
+	purchases       *prometheus.CounterVec   // by outcome
+	purchaseSeconds *prometheus.HistogramVec // by outcome
+	fenceRejections *prometheus.CounterVec   // by stage
+	batchSize       prometheus.Histogram
+
+	acquisitions    *prometheus.CounterVec // by contended
+	waitSeconds     prometheus.Histogram   // successful acquisitions only
+	acquireFailures prometheus.Counter
+	releases        prometheus.Counter
+	heldSeconds     prometheus.Histogram
+	renewalFailures prometheus.Counter
+	leasesLost      prometheus.Counter
+
+	httpRequests *prometheus.CounterVec   // by method, route, status
+	httpSeconds  *prometheus.HistogramVec // by method, route
 }
 
-// New returns counters at zero. Every label value that can occur is
-// present from the start, so that a scrape shows zeros rather than nothing
-// and rates are defined from the first sample.
+// New returns metrics at zero in a registry of their own, with the Go
+// runtime and process collectors. Every purchase outcome, fence stage and
+// contention label is present from the start, so that a scrape shows zeros
+// rather than nothing and rates are defined from the first sample.
 func New() *Metrics {
-	outcomes := make([]string, len(seckill.Outcomes))
-	for i, o := range seckill.Outcomes {
-		outcomes[i] = string(o)
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		purchases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_purchases_total", Help: "Purchases by outcome.",
+		}, []string{"outcome"}),
+		purchaseSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "seckill_purchase_duration_seconds", Help: "Time to answer a purchase, queue and lock wait included, by outcome.",
+			Buckets: DurationBuckets,
+		}, []string{"outcome"}),
+		fenceRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_fence_rejections_total",
+			Help: "Writes refused because a newer lock holder had claimed the product's fence (a stalled holder's late write), by stage.",
+		}, []string{"stage"}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "seckill_purchase_batch_size", Help: "Purchases served per lock hold (group commit).",
+			Buckets: BatchBuckets,
+		}),
+		acquisitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_lock_acquisitions_total", Help: "Lock acquisitions, by whether the first attempt found the lock taken.",
+		}, []string{"contended"}),
+		waitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "seckill_lock_wait_seconds", Help: "Time spent waiting for locks that were acquired.",
+			Buckets: DurationBuckets,
+		}),
+		acquireFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_lock_acquire_failures_total", Help: "Lock waits that ended without the lock.",
+		}),
+		releases: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_lock_releases_total", Help: "Lock releases.",
+		}),
+		heldSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "seckill_lock_held_seconds", Help: "Time locks were held.",
+			Buckets: DurationBuckets,
+		}),
+		renewalFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_lock_renewal_failures_total", Help: "Background lease renewals that failed.",
+		}),
+		leasesLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_lock_leases_lost_total", Help: "Leases lost while held.",
+		}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_http_requests_total",
+			Help: `HTTP requests by method, route (the route's pattern, such as /api/v1/products/:id/purchase; "unmatched" for unknown paths) and status.`,
+		}, []string{"method", "route", "status"}),
+		httpSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "seckill_http_request_duration_seconds", Help: "Time to answer an HTTP request, by method and route.",
+			Buckets: DurationBuckets,
+		}, []string{"method", "route"}),
 	}
-	return &Metrics{
-		purchases:       newCounterVec("outcome", outcomes...),
-		purchaseSeconds: &summary{},
-		fenceRejections: newCounterVec("stage", string(seckill.FenceClaim), string(seckill.FenceWrite)),
-		acquisitions:    newCounterVec("contended", "false", "true"),
-		waitSeconds:     &summary{},
-		heldSeconds:     &summary{},
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.purchases, m.purchaseSeconds, m.fenceRejections, m.batchSize,
+		m.acquisitions, m.waitSeconds, m.acquireFailures, m.releases, m.heldSeconds,
+		m.renewalFailures, m.leasesLost, m.httpRequests, m.httpSeconds,
+	)
+	for _, o := range seckill.Outcomes {
+		m.purchases.WithLabelValues(string(o))
+		m.purchaseSeconds.WithLabelValues(string(o))
 	}
+	m.fenceRejections.WithLabelValues(string(seckill.FenceClaim))
+	m.fenceRejections.WithLabelValues(string(seckill.FenceWrite))
+	m.acquisitions.WithLabelValues("false")
+	m.acquisitions.WithLabelValues("true")
+	return m
 }
+
+// Handler serves the registry in the format the scraper asks for (the
+// text format by default).
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Gatherer is the registry, for tests and tools that read it directly.
+func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
 
 // PurchaseDone counts a purchase (seckill.Recorder).
 func (m *Metrics) PurchaseDone(outcome seckill.Outcome, took time.Duration) {
-	m.purchases.inc(string(outcome))
-	m.purchaseSeconds.observe(took)
+	m.purchases.WithLabelValues(string(outcome)).Inc()
+	m.purchaseSeconds.WithLabelValues(string(outcome)).Observe(took.Seconds())
 }
 
 // FenceRejected counts a write the fence refused (seckill.Recorder).
-func (m *Metrics) FenceRejected(stage seckill.FenceStage) { m.fenceRejections.inc(string(stage)) }
+func (m *Metrics) FenceRejected(stage seckill.FenceStage) {
+	m.fenceRejections.WithLabelValues(string(stage)).Inc()
+}
+
+// BatchDone observes a batch's size (seckill.Recorder).
+func (m *Metrics) BatchDone(size int) { m.batchSize.Observe(float64(size)) }
 
 // Acquired counts an acquisition and its wait (lock.Observer).
 func (m *Metrics) Acquired(_ string, wait time.Duration, contended bool) {
-	m.acquisitions.inc(fmt.Sprint(contended))
-	m.waitSeconds.observe(wait)
+	label := "false"
+	if contended {
+		label = "true"
+	}
+	m.acquisitions.WithLabelValues(label).Inc()
+	m.waitSeconds.Observe(wait.Seconds())
 }
 
 // AcquireFailed counts a wait that ended without the lock (lock.Observer).
-func (m *Metrics) AcquireFailed(string, time.Duration, error) { m.acquireFailures.Add(1) }
+func (m *Metrics) AcquireFailed(string, time.Duration, error) { m.acquireFailures.Inc() }
 
 // Released counts a release and how long the lock was held (lock.Observer).
 func (m *Metrics) Released(_ string, held time.Duration) {
-	m.releases.Add(1)
-	m.heldSeconds.observe(held)
+	m.releases.Inc()
+	m.heldSeconds.Observe(held.Seconds())
 }
 
 // RenewalFailed counts a failed background renewal (lock.Observer).
-func (m *Metrics) RenewalFailed(string, error) { m.renewalFailures.Add(1) }
+func (m *Metrics) RenewalFailed(string, error) { m.renewalFailures.Inc() }
 
 // LeaseLost counts a lease lost while held (lock.Observer).
-func (m *Metrics) LeaseLost(string) { m.leasesLost.Add(1) }
+func (m *Metrics) LeaseLost(string) { m.leasesLost.Inc() }
+
+// RequestDone counts an HTTP request (handlers.RequestObserver). route is
+// the route's pattern, "" when no route matched: labelling by pattern, not
+// by path, keeps one series per route however many products there are.
+func (m *Metrics) RequestDone(method, route string, status int, took time.Duration) {
+	if !httpMethods[method] {
+		method = "other"
+	}
+	if route == "" {
+		route = "unmatched"
+	}
+	m.httpRequests.WithLabelValues(method, route, statusText(status)).Inc()
+	m.httpSeconds.WithLabelValues(method, route).Observe(took.Seconds())
+}
+
+// statusText is the status as a label: three digits for the codes
+// net/http can send.
+func statusText(code int) string {
+	if code < 100 || code > 999 {
+		return "other"
+	}
+	return string([]byte{byte('0' + code/100), byte('0' + code/10%10), byte('0' + code%10)})
+}
 
 // Purchases returns how many purchases ended with outcome.
-func (m *Metrics) Purchases(outcome seckill.Outcome) int64 { return m.purchases.get(string(outcome)) }
+func (m *Metrics) Purchases(outcome seckill.Outcome) int64 {
+	return counterValue(m.purchases.WithLabelValues(string(outcome)))
+}
 
 // FenceRejections returns how many writes the fence refused, at any stage.
 func (m *Metrics) FenceRejections() int64 {
-	return m.fenceRejections.get(string(seckill.FenceClaim)) + m.fenceRejections.get(string(seckill.FenceWrite))
+	return counterValue(m.fenceRejections.WithLabelValues(string(seckill.FenceClaim))) +
+		counterValue(m.fenceRejections.WithLabelValues(string(seckill.FenceWrite)))
 }
 
 // LeasesLost returns how many leases were lost while held.
-func (m *Metrics) LeasesLost() int64 { return m.leasesLost.Load() }
+func (m *Metrics) LeasesLost() int64 { return counterValue(m.leasesLost) }
 
-// WritePrometheus writes every metric in the Prometheus text format.
-func (m *Metrics) WritePrometheus(w io.Writer) error {
-	var b strings.Builder
-	m.purchases.write(&b, "seckill_purchases_total", "Purchases by outcome.")
-	m.purchaseSeconds.write(&b, "seckill_purchase_duration_seconds", "Time to answer a purchase.")
-	m.fenceRejections.write(&b, "seckill_fence_rejections_total",
-		"Writes refused because a newer lock holder had claimed the product's fence (a stalled holder's late write).")
-	m.acquisitions.write(&b, "seckill_lock_acquisitions_total", "Lock acquisitions, by whether the first attempt found the lock taken.")
-	m.waitSeconds.write(&b, "seckill_lock_wait_seconds", "Time spent waiting for locks that were acquired.")
-	counter(&b, "seckill_lock_acquire_failures_total", "Lock waits that ended without the lock.", m.acquireFailures.Load())
-	counter(&b, "seckill_lock_releases_total", "Lock releases.", m.releases.Load())
-	m.heldSeconds.write(&b, "seckill_lock_held_seconds", "Time locks were held.")
-	counter(&b, "seckill_lock_renewal_failures_total", "Background lease renewals that failed.", m.renewalFailures.Load())
-	counter(&b, "seckill_lock_leases_lost_total", "Leases lost while held.", m.leasesLost.Load())
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func counter(b *strings.Builder, name, help string, v int64) {
-	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", name, help, name, name, v)
-}
-
-// counterVec is a counter with one label whose values are known up front.
-type counterVec struct {
-	label  string
-	values map[string]*atomic.Int64 // never written after newCounterVec
-}
-
-func newCounterVec(label string, values ...string) *counterVec {
-	v := &counterVec{label: label, values: make(map[string]*atomic.Int64, len(values))}
-	for _, s := range values {
-		v.values[s] = new(atomic.Int64)
+// counterValue reads a counter. Counters here only ever count whole events.
+func counterValue(c prometheus.Counter) int64 {
+	var d dto.Metric
+	if err := c.Write(&d); err != nil {
+		return 0
 	}
-	return v
-}
-
-// inc ignores values it was not told about rather than growing the map
-// under concurrent readers.
-func (v *counterVec) inc(value string) {
-	if c, ok := v.values[value]; ok {
-		c.Add(1)
-	}
-}
-
-func (v *counterVec) get(value string) int64 {
-	if c, ok := v.values[value]; ok {
-		return c.Load()
-	}
-	return 0
-}
-
-func (v *counterVec) write(b *strings.Builder, name, help string) {
-	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s counter\n", name, help, name)
-	keys := make([]string, 0, len(v.values))
-	for k := range v.values {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(b, "%s{%s=%q} %d\n", name, v.label, k, v.values[k].Load())
-	}
-}
-
-// summary is a Prometheus summary without quantiles: a sum and a count,
-// enough for average rates.
-type summary struct {
-	mu    sync.Mutex
-	sum   time.Duration
-	count int64
-}
-
-func (s *summary) observe(d time.Duration) {
-	s.mu.Lock()
-	s.sum += d
-	s.count++
-	s.mu.Unlock()
-}
-
-func (s *summary) write(b *strings.Builder, name, help string) {
-	s.mu.Lock()
-	sum, count := s.sum, s.count
-	s.mu.Unlock()
-	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s summary\n%s_sum %g\n%s_count %d\n",
-		name, help, name, name, sum.Seconds(), name, count)
+	return int64(d.GetCounter().GetValue())
 }

@@ -4,7 +4,10 @@
 //
 // Every server is started without persistence (--save "" --appendonly no),
 // so a Restart loses every key: that is how the tests show that fencing
-// tokens survive a server that forgets its counters.
+// tokens survive a server that forgets its counters. A snapshot written on
+// request (SAVE) is the exception: Restart keeps the working directory, and
+// the new server loads it, as a server restarted from an older snapshot
+// would.
 package redisproc
 
 import (
@@ -21,6 +24,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/seckill-ref/seckill/internal/procutil"
 )
 
 // ErrNotInstalled is returned when redis-server is not on PATH.
@@ -35,7 +40,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has been waited for
+	exited <-chan struct{} // closed when cmd has been waited for
 	out    *tailBuffer
 }
 
@@ -104,13 +109,13 @@ func (s *Server) start(ctx context.Context) error {
 	out := &tailBuffer{max: 8 << 10}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Own process group: a Ctrl-C in the terminal reaches us, and we stop the
-	// server ourselves, by PID.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// server ourselves, by PID. If we are killed instead, the server dies
+	// with us (procutil's parent-death signal).
+	p, err := procutil.Start(cmd)
+	if err != nil {
 		return fmt.Errorf("redisproc: start redis-server: %w", err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
+	exited := p.Done()
 
 	s.mu.Lock()
 	s.cmd, s.exited, s.out = cmd, exited, out
@@ -211,7 +216,8 @@ func (s *Server) end(sig syscall.Signal, grace time.Duration) error {
 }
 
 // Restart stops the server and starts a new one on the same port with the
-// same arguments. Without persistence the new server starts empty.
+// same arguments and working directory. Without persistence the new server
+// starts empty, or with the last snapshot written by SAVE.
 func (s *Server) Restart(ctx context.Context) error {
 	if err := s.Stop(); err != nil {
 		return err

@@ -45,7 +45,8 @@ func (s *Server) Client() *redis.Client {
 	return c
 }
 
-// Restart restarts the server on the same port, losing every key.
+// Restart restarts the server on the same port, losing every key (except
+// those of a snapshot written by SAVE, which the new server loads).
 func (s *Server) Restart() {
 	s.t.Helper()
 	if err := s.Server.Restart(context.Background()); err != nil {

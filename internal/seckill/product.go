@@ -19,7 +19,7 @@ type Product struct {
 	ID    int64
 	Name  string
 	Stock int64 // items left
-	Sold  int64 // orders placed, counted from the orders themselves
+	Sold  int64 // orders placed: written with them, in the same transaction
 
 	// Fence is the largest fencing token that has claimed the product (0
 	// before any). Only the holder of that token may write its stock.

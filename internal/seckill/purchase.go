@@ -30,6 +30,9 @@ func (s *Service) Purchase(ctx context.Context, productID int64, userID string) 
 	if _, err := s.available(ctx, productID, userID); err != nil {
 		return nil, err
 	}
+	if s.batchMax > 1 && !s.unfenced {
+		return s.purchaseBatched(ctx, productID, userID)
+	}
 	// Steps 3 and 7.
 	err = s.locked(ctx, productID, func(ctx context.Context, token int64) error {
 		var lerr error
@@ -63,7 +66,7 @@ func (s *Service) purchaseLocked(ctx context.Context, productID int64, userID st
 	o := &Order{ProductID: productID, UserID: userID, Fence: token, CreatedAt: s.now().UTC()}
 	if !s.unfenced {
 		// Step 6: the stock read in step 5 minus one, fenced.
-		if err := s.fenced(FenceWrite, s.store.PlaceOrder(ctx, o, p.Stock-1)); err != nil {
+		if err := s.fenced(FenceWrite, s.store.PlaceOrders(ctx, productID, token, p.Stock-1, []*Order{o})); err != nil {
 			return nil, err
 		}
 		return o, nil
@@ -83,24 +86,26 @@ func (s *Service) purchaseLocked(ctx context.Context, productID int64, userID st
 // locked runs fn while holding the product's lock, and releases the lock
 // however fn ends: the seed's finally block.
 func (s *Service) locked(ctx context.Context, productID int64, fn func(ctx context.Context, token int64) error) error {
-	name := LockName(productID)
-	lease, err := s.locker.Acquire(ctx, name)
+	lease, err := s.locker.Acquire(ctx, LockName(productID))
 	if err != nil {
 		return err
 	}
-	defer func() {
-		// The request's context may be over; the release must still run.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		defer cancel()
-		if err := lease.Release(rctx); err != nil {
-			// Nothing to undo: with fencing on, a holder whose lease ran out
-			// could not write after its successor's claim; with it off, this
-			// is the warning that the critical section may not have been
-			// exclusive.
-			s.log.Warn("lock release", "lock", name, "token", lease.Token(), "err", err)
-		}
-	}()
+	defer s.release(ctx, productID, lease)
 	return fn(ctx, lease.Token())
+}
+
+// release gives the product's lock up, also when the request's context is
+// over.
+func (s *Service) release(ctx context.Context, productID int64, lease Lease) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if err := lease.Release(rctx); err != nil {
+		// Nothing to undo: with fencing on, a holder whose lease ran out
+		// could not write after its successor's claim; with it off, this
+		// is the warning that the critical section may not have been
+		// exclusive.
+		s.log.Warn("lock release", "lock", LockName(productID), "token", lease.Token(), "err", err)
+	}
 }
 
 // available reads the product and applies the rules of a purchase: the
@@ -112,24 +117,26 @@ func (s *Service) available(ctx context.Context, productID int64, userID string)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.notBought(ctx, productID, userID); err != nil {
+	bought, err := s.store.HasOrder(ctx, productID, userID)
+	if err != nil {
 		return nil, err
 	}
-	if p.Stock <= 0 {
-		return nil, fmt.Errorf("product %d: %w", productID, ErrSoldOut)
+	if err := purchaseRule(productID, userID, bought, p.Stock); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
 
-// notBought returns ErrAlreadyPurchased if the user has an order for the
-// product.
-func (s *Service) notBought(ctx context.Context, productID int64, userID string) error {
-	bought, err := s.store.HasOrder(ctx, productID, userID)
-	if err != nil {
-		return err
-	}
+// purchaseRule is the rule of a purchase, applied to what was read: a
+// buyer who has an order hears so (even once the stock is gone, since
+// that answer cannot go stale), and otherwise there must be stock left.
+// Both the one-at-a-time path and a batch decide with it.
+func purchaseRule(productID int64, userID string, bought bool, stock int64) error {
 	if bought {
 		return fmt.Errorf("product %d, user %q: %w", productID, userID, ErrAlreadyPurchased)
+	}
+	if stock <= 0 {
+		return fmt.Errorf("product %d: %w", productID, ErrSoldOut)
 	}
 	return nil
 }

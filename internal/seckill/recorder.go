@@ -67,9 +67,13 @@ type Recorder interface {
 	// FenceRejected is called for every write a fence refused, from a
 	// purchase or a restock.
 	FenceRejected(stage FenceStage)
+	// BatchDone is called for every batch served under one lock hold, with
+	// the number of purchases in it.
+	BatchDone(size int)
 }
 
 type nopRecorder struct{}
 
 func (nopRecorder) PurchaseDone(Outcome, time.Duration) {}
 func (nopRecorder) FenceRejected(FenceStage)            {}
+func (nopRecorder) BatchDone(int)                       {}

@@ -31,11 +31,30 @@ type Options struct {
 	// Logger gets what the caller cannot act on, such as a lease that was
 	// lost before its release. Default: discarded.
 	Logger *slog.Logger
+
+	// BatchMax is the most purchases of one product that one lock hold
+	// serves together (group commit; see batch.go). 0 or 1 serves them one
+	// at a time, as the package doc describes. Unfenced services always do.
+	BatchMax int
+	// QueueMax is the most purchases of one product that may wait for
+	// their batch in this process; more are refused with ErrBusy at once.
+	// Default DefaultQueueMax.
+	QueueMax int
+	// Wait is how long a purchase may wait for its batch, lock included,
+	// before ErrBusy. Default DefaultWait.
+	Wait time.Duration
 }
 
+// Defaults of the batching options.
+const (
+	DefaultQueueMax = 1024
+	DefaultWait     = 2 * time.Second
+)
+
 // Service is the flash sale's use cases over a Locker and a Store. It is
-// safe for concurrent use and keeps no state of its own between requests:
-// replicas sharing a database and a lock service need no coordination.
+// safe for concurrent use. Its only state is the purchases waiting for
+// their batch in this process: replicas sharing a database and a lock
+// service need no coordination.
 type Service struct {
 	locker   Locker
 	store    Store
@@ -44,6 +63,10 @@ type Service struct {
 	chaos    func(ctx context.Context)
 	rec      Recorder
 	log      *slog.Logger
+
+	batchMax, queueMax int
+	wait               time.Duration
+	batch              batcher
 }
 
 // NewService returns a Service that locks with locker and keeps its data in
@@ -57,6 +80,16 @@ func NewService(locker Locker, store Store, opts Options) *Service {
 		chaos:    opts.Chaos,
 		rec:      opts.Recorder,
 		log:      opts.Logger,
+		batchMax: max(opts.BatchMax, 1),
+		queueMax: opts.QueueMax,
+		wait:     opts.Wait,
+		batch:    batcher{queues: make(map[int64]*purchaseQueue)},
+	}
+	if s.queueMax <= 0 {
+		s.queueMax = DefaultQueueMax
+	}
+	if s.wait <= 0 {
+		s.wait = DefaultWait
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -113,16 +146,15 @@ func (s *Service) Orders(ctx context.Context, productID int64, q OrderQuery) (*O
 	if _, err := s.store.Product(ctx, productID); err != nil {
 		return nil, err
 	}
-	orders, count, err := s.store.Orders(ctx, productID, q)
-	if err != nil {
-		return nil, err
-	}
-	return &OrderList{ProductID: productID, Count: count, Orders: orders}, nil
+	return s.store.Orders(ctx, productID, q)
 }
 
 // Restock sets a product's stock. It takes the product's lock and fence like
 // a purchase does: a restock written between a purchase's read and its
 // write-back would otherwise be overwritten by "the value read minus one".
+// The product it returns is the state the restock produced, read inside the
+// lock (with fencing, in the write's own transaction): a purchase that ran
+// after the restock is not in it, so the answer shows the stock that was set.
 func (s *Service) Restock(ctx context.Context, id, stock int64) (*Product, error) {
 	if err := ValidateProductID(id); err != nil {
 		return nil, err
@@ -133,19 +165,26 @@ func (s *Service) Restock(ctx context.Context, id, stock int64) (*Product, error
 	if _, err := s.store.Product(ctx, id); err != nil {
 		return nil, err
 	}
+	var p *Product
 	err := s.locked(ctx, id, func(ctx context.Context, token int64) error {
+		var err error
 		if s.unfenced {
-			return s.store.SetStock(ctx, id, stock)
-		}
-		if err := s.claim(ctx, id, token); err != nil {
+			if err = s.store.SetStock(ctx, id, stock); err != nil {
+				return err
+			}
+			p, err = s.store.Product(ctx, id)
 			return err
 		}
-		return s.fenced(FenceWrite, s.store.SetStockFenced(ctx, id, stock, token))
+		if err = s.claim(ctx, id, token); err != nil {
+			return err
+		}
+		p, err = s.store.SetStockFenced(ctx, id, stock, token)
+		return s.fenced(FenceWrite, err)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return s.store.Product(ctx, id)
+	return p, nil
 }
 
 // Ready reports whether the database and the lock service answer.

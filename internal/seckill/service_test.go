@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/seckill-ref/seckill/internal/pgtest"
 	"github.com/seckill-ref/seckill/internal/redistest"
 	"github.com/seckill-ref/seckill/internal/seckill"
 	"github.com/seckill-ref/seckill/lock"
@@ -37,6 +39,7 @@ type counts struct {
 	mu       sync.Mutex
 	outcomes map[seckill.Outcome]int
 	fences   map[seckill.FenceStage]int
+	batches  []int
 }
 
 func newCounts() *counts {
@@ -55,6 +58,12 @@ func (c *counts) FenceRejected(s seckill.FenceStage) {
 	c.fences[s]++
 }
 
+func (c *counts) BatchDone(size int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.batches = append(c.batches, size)
+}
+
 func (c *counts) fence(s seckill.FenceStage) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -67,22 +76,37 @@ func (c *counts) outcome(o seckill.Outcome) int {
 	return c.outcomes[o]
 }
 
-// env is one Redis and one SQLite file; each replica built on it gets its
-// own Redis client, Locker and database handle, as a separate process
-// would.
+// TestMain stops the PostgreSQL server that the tests start on first use.
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// env is one Redis and one database; each replica built on it gets its own
+// Redis client, Locker and database handle, as a separate process would.
 type env struct {
-	t      *testing.T
-	redis  *redistest.Server
-	dbPath string
+	t     *testing.T
+	redis *redistest.Server
+	db    string
 }
 
+// newEnv is an env on a new SQLite file.
 func newEnv(t *testing.T) *env {
-	return &env{t: t, redis: redistest.Start(t), dbPath: filepath.Join(t.TempDir(), "seckill.db")}
+	return newEnvOn(t, filepath.Join(t.TempDir(), "seckill.db"))
+}
+
+// newEnvOn is an env on the database db.
+func newEnvOn(t *testing.T, db string) *env {
+	return &env{t: t, redis: redistest.Start(t), db: db}
+}
+
+// eachDB runs test once on a new SQLite file and once on a new database on
+// a real PostgreSQL server.
+func eachDB(t *testing.T, test func(t *testing.T, db string)) {
+	t.Run("sqlite", func(t *testing.T) { test(t, filepath.Join(t.TempDir(), "seckill.db")) })
+	t.Run("postgres", func(t *testing.T) { test(t, pgtest.Database(t)) })
 }
 
 func (e *env) store() *store.Store {
 	e.t.Helper()
-	s, err := store.Open(e.dbPath)
+	s, err := store.Open(e.db)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -195,10 +219,10 @@ func TestSoldOutSkipsLock(t *testing.T) {
 // staleHolder runs the race the fence exists for, deterministically: buyer
 // A takes the lock and, in the critical section, stalls until buyer B (on
 // another replica) has finished a whole purchase. A's lease (no renewal,
-// short TTL) runs out meanwhile, which is what lets B in. It returns A's
-// error and the product afterwards.
-func staleHolder(t *testing.T, unfenced bool) (error, *seckill.Product, *counts) {
-	e := newEnv(t)
+// short TTL) runs out meanwhile, which is what lets B in. It returns the
+// product afterwards, the counts of A's service, and A's error.
+func staleHolder(t *testing.T, db string, unfenced bool) (*seckill.Product, *counts, error) {
+	e := newEnvOn(t, db)
 	stA, stB := e.store(), e.store()
 	p := e.product(stA, 2)
 	aInside, bDone := make(chan struct{}), make(chan struct{})
@@ -240,29 +264,33 @@ func staleHolder(t *testing.T, unfenced bool) (error, *seckill.Product, *counts)
 	if perr != nil {
 		t.Fatal(perr)
 	}
-	return err, got, rec
+	return got, rec, err
 }
 
 func TestStaleHolderFenced(t *testing.T) {
-	errA, p, rec := staleHolder(t, false)
-	if !errors.Is(errA, seckill.ErrFenceRejected) || !errors.Is(errA, seckill.ErrBusy) {
-		t.Fatalf("A: got %v, want ErrFenceRejected (matching ErrBusy)", errA)
-	}
-	if p.Sold != 1 || p.Stock != 1 {
-		t.Errorf("got sold %d stock %d, want 1 and 1: B's purchase only", p.Sold, p.Stock)
-	}
-	if rec.outcome(seckill.OutcomeFenceRejected) != 1 || rec.fence(seckill.FenceWrite) != 1 {
-		t.Errorf("recorded %v and %v, want one fence_rejected outcome at the write stage", rec.outcomes, rec.fences)
-	}
+	eachDB(t, func(t *testing.T, db string) {
+		p, rec, errA := staleHolder(t, db, false)
+		if !errors.Is(errA, seckill.ErrFenceRejected) || !errors.Is(errA, seckill.ErrBusy) {
+			t.Fatalf("A: got %v, want ErrFenceRejected (matching ErrBusy)", errA)
+		}
+		if p.Sold != 1 || p.Stock != 1 {
+			t.Errorf("got sold %d stock %d, want 1 and 1: B's purchase only", p.Sold, p.Stock)
+		}
+		if rec.outcome(seckill.OutcomeFenceRejected) != 1 || rec.fence(seckill.FenceWrite) != 1 {
+			t.Errorf("recorded %v and %v, want one fence_rejected outcome at the write stage", rec.outcomes, rec.fences)
+		}
+	})
 }
 
 func TestStaleHolderUnfenced(t *testing.T) {
-	errA, p, _ := staleHolder(t, true)
-	if errA != nil {
-		t.Fatalf("A: got %v, want nil (nothing stops the stale write)", errA)
-	}
-	// Both read stock 2 and both wrote back 1: two sold, one item gone.
-	if p.Sold != 2 || p.Stock != 1 {
-		t.Errorf("got sold %d stock %d, want 2 and 1 (the lost update)", p.Sold, p.Stock)
-	}
+	eachDB(t, func(t *testing.T, db string) {
+		p, _, errA := staleHolder(t, db, true)
+		if errA != nil {
+			t.Fatalf("A: got %v, want nil (nothing stops the stale write)", errA)
+		}
+		// Both read stock 2 and both wrote back 1: two sold, one item gone.
+		if p.Sold != 2 || p.Stock != 1 {
+			t.Errorf("got sold %d stock %d, want 2 and 1 (the lost update)", p.Sold, p.Stock)
+		}
+	})
 }

@@ -3,7 +3,8 @@ package seckill
 import "context"
 
 // Store keeps products and orders. Package store implements it over
-// SQLite; every statement lives there. Lookups of a missing product return
+// SQLite or PostgreSQL; every statement lives there. Reading a product, and a page of its
+// orders by cursor, costs the same however many orders it has. Lookups of a missing product return
 // an error matching ErrNotFound; an order that would be a user's second for
 // a product returns one matching ErrAlreadyPurchased (a unique index, so
 // the database refuses it even if a check was skipped).
@@ -16,24 +17,28 @@ type Store interface {
 	Products(ctx context.Context) ([]*Product, error)
 	// HasOrder reports whether userID already has an order for the product.
 	HasOrder(ctx context.Context, productID int64, userID string) (bool, error)
-	// Orders returns a page of a product's orders, oldest first, and how
-	// many it has in all.
-	Orders(ctx context.Context, productID int64, q OrderQuery) ([]*Order, int64, error)
+	// Buyers returns which of userIDs have an order for the product.
+	Buyers(ctx context.Context, productID int64, userIDs []string) (map[string]bool, error)
+	// Orders returns a page of a product's orders, oldest first.
+	Orders(ctx context.Context, productID int64, q OrderQuery) (*OrderList, error)
 
 	// ClaimFence stores token as the product's fence if it is larger than
 	// the fence stored, and returns ErrFenceRejected otherwise (step 4).
 	ClaimFence(ctx context.Context, productID, token int64) error
-	// PlaceOrder, in one transaction, sets the product's stock to newStock
-	// and inserts o, both only while the product's fence equals o.Fence;
-	// otherwise it writes nothing and returns ErrFenceRejected (step 6).
-	// It sets o.ID.
-	PlaceOrder(ctx context.Context, o *Order, newStock int64) error
-	// SetStockFenced sets the product's stock while its fence equals token,
-	// and returns ErrFenceRejected otherwise (a restock under the lock).
-	SetStockFenced(ctx context.Context, productID, stock, token int64) error
+	// PlaceOrders, in one transaction, sets the product's stock to
+	// newStock, adds len(orders) to its Sold and inserts the orders, all
+	// only while the product's fence equals token; otherwise it writes
+	// nothing and returns ErrFenceRejected (step 6). It sets the orders'
+	// ids.
+	PlaceOrders(ctx context.Context, productID, token, newStock int64, orders []*Order) error
+	// SetStockFenced, in one transaction, sets the product's stock while
+	// its fence equals token and returns the product as that write left
+	// it; otherwise it writes nothing and returns ErrFenceRejected (a
+	// restock under the lock).
+	SetStockFenced(ctx context.Context, productID, stock, token int64) (*Product, error)
 
-	// InsertOrder inserts o with no condition and sets o.ID (seed 002's
-	// unfenced sequence).
+	// InsertOrder inserts o and adds one to the product's Sold, with no
+	// condition, and sets o.ID (seed 002's unfenced sequence).
 	InsertOrder(ctx context.Context, o *Order) error
 	// SetStock sets the product's stock with no condition (seed 002's
 	// write-back).

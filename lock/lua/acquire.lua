@@ -5,7 +5,7 @@
 --   ARGV[4] mode: '0' take it if free, do not queue; '1' queue under this
 --           new ticket; '2' refresh our place in the queue
 --   ARGV[5] queue entry lease in ms   ARGV[6] channel for grants
--- Returns {1, token, pttl} when the caller holds the lock, {0, 0, pttl} when
+-- Returns {1, token, lease} when the caller holds the lock, {0, 0, pttl} when
 -- another owner does, {-1, 0, 0} when mode '2' finds our place gone, and
 -- {-2, 0, 0} when the ticket was voided.
 local ticket, ttl, pid, mode, lease, channel =
@@ -14,8 +14,10 @@ local ticket, ttl, pid, mode, lease, channel =
 local cur = redis.call('GET', lock_key)
 if cur == ticket then
   -- Granted to this ticket by a release whose message we have not seen (or
-  -- lost). Nobody can have acquired since, so the fence holds our token.
-  return {1, tonumber(redis.call('GET', fence_key)), redis.call('PTTL', lock_key)}
+  -- lost), with a claim lease: take it, with the full lease. Nobody can
+  -- have acquired since, so the fence holds our token.
+  redis.call('PEXPIRE', lock_key, ttl)
+  return {1, tonumber(redis.call('GET', fence_key)), tonumber(ttl)}
 end
 if cur and mode == '0' then
   return {0, 0, redis.call('PTTL', lock_key)} -- held, and we do not queue
@@ -26,11 +28,17 @@ if redis.call('EXISTS', void_key) == 1 then
   -- queue for it.
   return {-2, 0, 0}
 end
-if mode == '2' and redis.call('HEXISTS', waiters_key, pid) == 0 then
-  -- Our entry expired, or the ticket was granted and that lease has ended
-  -- since. A grant message for it may still be in flight: never reuse the
-  -- ticket, so that message cannot be taken for a live lease.
-  return {-1, 0, 0}
+if mode == '2' then
+  local entry = live_entry(pid)
+  if not entry or string.sub(entry, -#ticket) ~= ticket then
+    -- Our entry expired (the refresh came late: our place is gone, even if
+    -- the hash still has the entry), the ticket was granted and that lease
+    -- has ended since, or a newer ticket of ours stands there (this request
+    -- is late and must not overwrite it). A grant message for the ticket
+    -- may still be in flight: never reuse it, so that message cannot be
+    -- taken for a live lease.
+    return {-1, 0, 0}
+  end
 end
 if mode ~= '0' then
   enqueue(pid, ticket, ttl, lease)

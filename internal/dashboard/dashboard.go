@@ -1,0 +1,341 @@
+// Package dashboard is the live sale page, GET /dashboard, and the
+// timeline behind it. It shows, per product, stock, sold and orders/s over
+// time, and for the whole service purchase outcomes per second, lock wait
+// p50/p99, fence rejections and lost leases.
+//
+// Which replica answers the page must not matter, so nothing it shows is
+// one replica's alone:
+//
+//   - Stock and sold now come from the shared database, read on every poll.
+//   - Everything over time is kept in per-second buckets in the shared
+//     Redis (in the redis lock mode): every replica adds its counts to the
+//     bucket of the second (HINCRBY on one hash per second, with a TTL), so
+//     a bucket holds the sum over the replicas. The lock wait is kept as
+//     histogram bucket counts, which add up across replicas, unlike
+//     percentiles; p50 and p99 are computed from the sum, as Prometheus's
+//     histogram_quantile does. Each replica also samples the stock and sold
+//     of the products it sold in a second from the database, once per
+//     second, into the same hash.
+//   - Without Redis (the local and none lock modes) the buckets stay in the
+//     replica's memory, and the page says that it shows that replica only.
+//
+// Cost: a purchase adds to in-memory counters under a mutex, with no
+// round trip of its own. Once per second each replica writes the seconds
+// that have ended in one pipelined round trip (a few HINCRBY, one HSET and
+// one EXPIRE per second with activity), after reading, per product sold in
+// that second, one row of the database. A poll of the page reads one hash
+// per second of the window it asks for, in one pipelined round trip.
+package dashboard
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/lock"
+)
+
+var (
+	_ seckill.Recorder = (*Dashboard)(nil)
+	_ lock.Observer    = (*Dashboard)(nil)
+)
+
+// Window is how far back the page's data goes; KeyTTL is how long a
+// second's hash stays in Redis, past the window for a page polling late.
+const (
+	Window = 5 * time.Minute
+	KeyTTL = 10 * time.Minute
+)
+
+// flushEvery is how often ended seconds are written: the page's data
+// trails the present by at most about 1 s plus this.
+const flushEvery = 250 * time.Millisecond
+
+// ioTimeout bounds one flush's or one poll's calls to Redis and the
+// database, so that a hung dependency delays the page, not the replica's
+// shutdown.
+const ioTimeout = 2 * time.Second
+
+// WaitBuckets are the upper bounds, in seconds, of the lock-wait buckets
+// kept per second, the same as the seckill_lock_wait_seconds histogram's
+// (internal/metrics): from 100 µs to 10 s, 1-2.5-5 per decade.
+var WaitBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+//go:embed dashboard.html
+var page []byte
+
+// Products is what the dashboard reads from the database.
+type Products interface {
+	Products(ctx context.Context) ([]*seckill.Product, error)
+	Product(ctx context.Context, id int64) (*seckill.Product, error)
+}
+
+// Dashboard records what one replica does, second by second, and serves
+// the page. Use New, then Start once the database (and Redis) are open,
+// and Close before closing them. It is safe for concurrent use.
+type Dashboard struct {
+	id string // this replica, in the buckets: how many replicas reported
+
+	mu      sync.Mutex
+	pending map[int64]*bucket // by Unix second, not yet written
+
+	// Set by Start.
+	sink     sink
+	products Products
+	log      *slog.Logger
+	stop     chan struct{}
+	done     chan struct{}
+
+	closeOnce sync.Once
+	now       func() time.Time
+
+	// Owned by the writer goroutine: a dependency that is down would
+	// otherwise log a warning every flush.
+	lastWarn time.Time
+	dropped  int
+}
+
+// warnEvery is how often a failing write is logged.
+const warnEvery = time.Minute
+
+// bucket is one second of one replica.
+type bucket struct {
+	outcomes      map[seckill.Outcome]int64
+	wait          []int64 // per WaitBuckets bound, and one more past the last
+	fenceRejected int64
+	leasesLost    int64
+	orders        map[int64]int64 // by product
+}
+
+// New returns a Dashboard that records in memory until Start.
+func New() *Dashboard {
+	return &Dashboard{id: rand.Text()[:8], pending: map[int64]*bucket{}, now: time.Now}
+}
+
+// Start writes the recorded seconds, from now on, to the shared Redis
+// client rdb, or, when rdb is nil, keeps them in this replica's memory. It
+// reads products from p. Call it once.
+func (d *Dashboard) Start(rdb redis.UniversalClient, p Products, log *slog.Logger) {
+	if rdb != nil {
+		d.sink = &redisSink{rdb: rdb}
+	} else {
+		d.sink = newMemorySink()
+	}
+	d.products, d.log = p, log
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	d.stop, d.done = make(chan struct{}), make(chan struct{})
+	go d.run()
+}
+
+// Close stops the writer after writing what is left, including the
+// current second. It returns when the writer has stopped; it is safe to
+// call more than once, and without Start.
+func (d *Dashboard) Close() {
+	d.closeOnce.Do(func() {
+		if d.stop == nil {
+			return
+		}
+		close(d.stop)
+		<-d.done
+	})
+}
+
+// Shared reports whether the buckets are every replica's (in Redis) or
+// this replica's only.
+func (d *Dashboard) Shared() bool {
+	_, ok := d.sink.(*redisSink)
+	return ok
+}
+
+func (d *Dashboard) run() {
+	defer close(d.done)
+	t := time.NewTicker(flushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			d.flush(d.now().Unix())
+		case <-d.stop:
+			d.flush(d.now().Unix() + 1)
+			return
+		}
+	}
+}
+
+// flush writes every pending second before until (Unix seconds).
+func (d *Dashboard) flush(until int64) {
+	d.mu.Lock()
+	var ready map[int64]*bucket
+	for sec, b := range d.pending {
+		if sec < until {
+			if ready == nil {
+				ready = map[int64]*bucket{}
+			}
+			ready[sec] = b
+			delete(d.pending, sec)
+		}
+	}
+	d.mu.Unlock()
+	if len(ready) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	// The products sold in these seconds, read once, after the seconds
+	// ended: their stock and sold as the database has them now.
+	samples := map[int64]*seckill.Product{}
+	for _, b := range ready {
+		for id := range b.orders {
+			if _, ok := samples[id]; ok {
+				continue
+			}
+			p, err := d.products.Product(ctx, id)
+			if err != nil {
+				d.warn("dashboard: read a product to sample it", 0, err)
+				continue
+			}
+			samples[id] = p
+		}
+	}
+	var errs []error
+	for sec, b := range ready {
+		incr, set := b.fields(d.id, samples)
+		if err := d.sink.write(ctx, sec, incr, set); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		// The page loses these seconds; the sale is not affected.
+		d.warn("dashboard: write the timeline to Redis", len(errs), err)
+	}
+}
+
+// warn logs a failure at most once per warnEvery, with the count of
+// seconds lost since the last warning.
+func (d *Dashboard) warn(msg string, lost int, err error) {
+	d.dropped += lost
+	if now := d.now(); now.Sub(d.lastWarn) >= warnEvery {
+		d.log.Warn(msg, "seconds_lost", d.dropped, "err", err, "next_warning_in", warnEvery)
+		d.lastWarn, d.dropped = now, 0
+	}
+}
+
+// fields are the hash fields of b: counts to add, and values to set.
+func (b *bucket) fields(replica string, samples map[int64]*seckill.Product) (incr, set map[string]int64) {
+	incr = map[string]int64{}
+	for o, n := range b.outcomes {
+		incr[fieldOutcome+string(o)] = n
+	}
+	for i, n := range b.wait {
+		if n > 0 {
+			incr[fieldWait+strconv.Itoa(i)] = n
+		}
+	}
+	if b.fenceRejected > 0 {
+		incr[fieldFence] = b.fenceRejected
+	}
+	if b.leasesLost > 0 {
+		incr[fieldLost] = b.leasesLost
+	}
+	set = map[string]int64{fieldReplica + replica: 1}
+	for id, n := range b.orders {
+		key := strconv.FormatInt(id, 10)
+		incr[fieldOrders+key] = n
+		if p, ok := samples[id]; ok {
+			set[fieldStock+key] = p.Stock
+			set[fieldSold+key] = p.Sold
+		}
+	}
+	return incr, set
+}
+
+// Hash field prefixes of a second's bucket.
+const (
+	fieldOutcome = "o:" // o:<outcome>: purchases that ended so
+	fieldWait    = "w:" // w:<i>: acquisitions that waited at most WaitBuckets[i] (i = len: more)
+	fieldFence   = "fence"
+	fieldLost    = "lost"
+	fieldOrders  = "n:" // n:<product>: orders committed
+	fieldStock   = "s:" // s:<product>: stock, sampled from the database after the second
+	fieldSold    = "d:" // d:<product>: sold, likewise
+	fieldReplica = "r:" // r:<replica>: that replica reported this second
+)
+
+// current returns the bucket of this second, under d.mu.
+func (d *Dashboard) current() *bucket {
+	sec := d.now().Unix()
+	b := d.pending[sec]
+	if b == nil {
+		b = &bucket{outcomes: map[seckill.Outcome]int64{}, wait: make([]int64, len(WaitBuckets)+1), orders: map[int64]int64{}}
+		d.pending[sec] = b
+	}
+	return b
+}
+
+// PurchaseDone counts a purchase's outcome (seckill.Recorder).
+func (d *Dashboard) PurchaseDone(outcome seckill.Outcome, _ time.Duration) {
+	d.mu.Lock()
+	d.current().outcomes[outcome]++
+	d.mu.Unlock()
+}
+
+// FenceRejected counts a write the fence refused (seckill.Recorder).
+func (d *Dashboard) FenceRejected(seckill.FenceStage) {
+	d.mu.Lock()
+	d.current().fenceRejected++
+	d.mu.Unlock()
+}
+
+// BatchDone is not shown (seckill.Recorder).
+func (d *Dashboard) BatchDone(int) {}
+
+// OrdersPlaced counts n orders committed for a product: called by the
+// wiring's store, once the transaction that wrote them has committed.
+func (d *Dashboard) OrdersPlaced(productID int64, n int) {
+	d.mu.Lock()
+	d.current().orders[productID] += int64(n)
+	d.mu.Unlock()
+}
+
+// Acquired counts a lock wait in its bucket (lock.Observer).
+func (d *Dashboard) Acquired(_ string, wait time.Duration, _ bool) {
+	i := waitBucket(wait.Seconds())
+	d.mu.Lock()
+	d.current().wait[i]++
+	d.mu.Unlock()
+}
+
+// LeaseLost counts a lease lost while held (lock.Observer).
+func (d *Dashboard) LeaseLost(string) {
+	d.mu.Lock()
+	d.current().leasesLost++
+	d.mu.Unlock()
+}
+
+// AcquireFailed, Released and RenewalFailed are not shown (lock.Observer).
+func (d *Dashboard) AcquireFailed(string, time.Duration, error) {}
+func (d *Dashboard) Released(string, time.Duration)             {}
+func (d *Dashboard) RenewalFailed(string, error)                {}
+
+// waitBucket is the index of the first bound at or above s.
+func waitBucket(s float64) int {
+	for i, le := range WaitBuckets {
+		if s <= le {
+			return i
+		}
+	}
+	return len(WaitBuckets)
+}
+
+// Page is the HTML page (handlers.Dashboard).
+func (d *Dashboard) Page() []byte { return page }

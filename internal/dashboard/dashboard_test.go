@@ -1,0 +1,212 @@
+package dashboard_test
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/seckill-ref/seckill/internal/dashboard"
+	"github.com/seckill-ref/seckill/internal/redistest"
+	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/store"
+)
+
+// openStore is a real SQLite file with one product of stock 10, of which
+// sold have been sold.
+func openStore(t *testing.T, sold int) (*store.Store, int64) {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "seckill.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	ctx := context.Background()
+	p := &seckill.Product{Name: "phone", Stock: 10}
+	if err := st.CreateProduct(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	for i := range sold {
+		if err := st.InsertOrder(ctx, &seckill.Order{ProductID: p.ID, UserID: "u" + strconv.Itoa(i), CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.SetStock(ctx, p.ID, 10-int64(sold)); err != nil {
+		t.Fatal(err)
+	}
+	return st, p.ID
+}
+
+// replicaWork is what one replica records: two purchases, one busy, waits
+// of 0.3 ms and 2 ms, a fence rejection, and two orders of product id.
+func replicaWork(d *dashboard.Dashboard, id int64) {
+	d.PurchaseDone(seckill.OutcomeCreated, time.Millisecond)
+	d.PurchaseDone(seckill.OutcomeCreated, time.Millisecond)
+	d.PurchaseDone(seckill.OutcomeBusy, time.Second)
+	d.Acquired("product:1", 300*time.Microsecond, false)
+	d.Acquired("product:1", 2*time.Millisecond, true)
+	d.FenceRejected(seckill.FenceClaim)
+	d.OrdersPlaced(id, 2)
+}
+
+// sum adds up the seconds' field f.
+func sum(secs []dashboard.Second, f func(dashboard.Second) int64) int64 {
+	var n int64
+	for _, s := range secs {
+		n += f(s)
+	}
+	return n
+}
+
+func data(t *testing.T, d *dashboard.Dashboard) *dashboard.Data {
+	t.Helper()
+	v, err := d.Data(context.Background(), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.(*dashboard.Data)
+}
+
+// Two replicas write their seconds to one Redis; a third replica, which
+// recorded nothing, answers the page with both replicas' counts summed:
+// which replica answers does not matter.
+func TestSharedTimeline(t *testing.T) {
+	r := redistest.Start(t)
+	st, id := openStore(t, 4)
+	a, b, c := dashboard.New(), dashboard.New(), dashboard.New()
+	for _, d := range []*dashboard.Dashboard{a, b, c} {
+		d.Start(r.Client(), st, nil)
+		t.Cleanup(d.Close)
+	}
+	replicaWork(a, id)
+	replicaWork(b, id)
+	b.LeaseLost("product:1")
+	// Close writes what is pending, the current second included.
+	a.Close()
+	b.Close()
+
+	got := data(t, c)
+	if got.Scope != "shared" {
+		t.Errorf("scope: got %q, want shared", got.Scope)
+	}
+	if len(got.Products) != 1 || got.Products[0].Stock != 6 || got.Products[0].Sold != 4 {
+		t.Errorf("products: got %+v, want one with stock 6, sold 4 (the database's)", got.Products)
+	}
+	secs := got.Seconds
+	if n := sum(secs, func(s dashboard.Second) int64 { return s.Outcomes["created"] }); n != 4 {
+		t.Errorf("created: got %d, want 4 (2 per replica)", n)
+	}
+	if got.Totals.Outcomes["busy"] != 2 || got.Totals.Outcomes["sold_out"] != 0 {
+		t.Errorf("totals: got %v, want busy 2 and sold_out present at 0", got.Totals.Outcomes)
+	}
+	if got.Totals.Acquired != 4 || got.Totals.FenceRejected != 2 || got.Totals.LeasesLost != 1 {
+		t.Errorf("totals: got %+v, want 4 acquisitions, 2 fence rejections, 1 lost lease", got.Totals)
+	}
+	// The four waits: two in (0.25, 0.5] ms, two in (1, 2.5] ms. The median
+	// rank, 2, is the top of the first of those buckets.
+	if p := got.Totals.WaitP50; p == nil || math.Abs(*p-0.0005) > 1e-9 {
+		t.Errorf("wait p50: got %v, want 0.0005", p)
+	}
+	if p := got.Totals.WaitP99; p == nil || *p <= 0.001 || *p > 0.0025 {
+		t.Errorf("wait p99: got %v, want in (0.001, 0.0025]", p)
+	}
+	var orders int64
+	replicas := 0
+	for _, s := range secs {
+		ps, ok := s.Products[strconv.FormatInt(id, 10)]
+		if !ok {
+			continue
+		}
+		orders += ps.Orders
+		if ps.Stock == nil || *ps.Stock != 6 || ps.Sold == nil || *ps.Sold != 4 {
+			t.Errorf("second %d: sample %+v, want stock 6 and sold 4 read from the database", s.T, ps)
+		}
+		replicas = max(replicas, s.Replicas)
+	}
+	if orders != 4 || replicas != 2 {
+		t.Errorf("orders: got %d from %d replicas, want 4 from 2", orders, replicas)
+	}
+}
+
+// The control: without Redis each replica keeps its own seconds, and a
+// replica that recorded nothing has nothing to show. The page says so.
+func TestLocalTimelineIsPerReplica(t *testing.T) {
+	st, id := openStore(t, 0)
+	a, c := dashboard.New(), dashboard.New()
+	a.Start(nil, st, nil)
+	c.Start(nil, st, nil)
+	t.Cleanup(a.Close)
+	t.Cleanup(c.Close)
+	replicaWork(a, id)
+	a.Close()
+
+	if got := data(t, c); got.Scope != "replica" || len(got.Seconds) != 0 {
+		t.Errorf("the other replica: got scope %q and %d seconds, want replica and none", got.Scope, len(got.Seconds))
+	}
+	// a itself shows what it recorded, after Close as before.
+	got := data(t, a)
+	if got.Totals.Outcomes["created"] != 2 || got.Totals.Acquired != 2 {
+		t.Errorf("the replica itself: got %+v, want 2 created, 2 acquisitions", got.Totals)
+	}
+}
+
+// Seconds are written while the replica runs, not only at Close: the page
+// sees a second about a second after it ended.
+func TestTimelineFlushesWhileRunning(t *testing.T) {
+	r := redistest.Start(t)
+	st, id := openStore(t, 0)
+	a, c := dashboard.New(), dashboard.New()
+	a.Start(r.Client(), st, nil)
+	c.Start(r.Client(), st, nil)
+	t.Cleanup(a.Close)
+	t.Cleanup(c.Close)
+	a.OrdersPlaced(id, 3)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := data(t, c)
+		if n := sum(got.Seconds, func(s dashboard.Second) int64 { return s.Products[strconv.FormatInt(id, 10)].Orders }); n == 3 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s the other replica still sees %+v, want 3 orders", got.Seconds)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	counts := func(pairs ...int) []int64 {
+		c := make([]int64, len(dashboard.WaitBuckets)+1)
+		for i := 0; i < len(pairs); i += 2 {
+			c[pairs[i]] = int64(pairs[i+1])
+		}
+		return c
+	}
+	last := len(dashboard.WaitBuckets)
+	for _, tt := range []struct {
+		name   string
+		q      float64
+		counts []int64
+		want   float64
+	}{
+		// 10 waits in (1 ms, 2.5 ms]: the median is halfway through.
+		{"inside a bucket", 0.5, counts(4, 10), 0.00175},
+		// The first bucket interpolates from 0.
+		{"first bucket", 0.5, counts(0, 4), 0.00005},
+		// 99 fast waits and one slow: p99 is the top of the fast bucket.
+		{"p99 at a bucket's top", 0.99, counts(0, 99, 10, 1), 0.0001},
+		{"past the last bound", 0.99, counts(last, 5), 10},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := dashboard.Quantile(tt.q, tt.counts)
+			if got == nil || math.Abs(*got-tt.want) > 1e-9 {
+				t.Errorf("got %v, want %g", got, tt.want)
+			}
+		})
+	}
+	if got := dashboard.Quantile(0.5, counts()); got != nil {
+		t.Errorf("no waits: got %v, want nil", *got)
+	}
+}

@@ -1,0 +1,220 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill-ref/seckill/internal/seckill"
+)
+
+// Data is what the page polls, as JSON.
+type Data struct {
+	// Now is the answering replica's clock, in Unix milliseconds.
+	Now int64 `json:"now"`
+	// Scope is "shared" when Seconds sum every replica's counts (kept in
+	// Redis), "replica" when they are the answering replica's only.
+	Scope string `json:"scope"`
+	// WindowSeconds is how far back Seconds can go.
+	WindowSeconds int `json:"window_seconds"`
+	// WaitBuckets are the upper bounds, in seconds, of Second.Wait.
+	WaitBuckets []float64 `json:"wait_buckets"`
+	// Products are read from the shared database for this answer.
+	Products []Product `json:"products"`
+	// Seconds are the seconds from the one asked for to now that have
+	// anything in them, oldest first. The current second is not complete
+	// yet, nor the one before it until every replica has written it.
+	Seconds []Second `json:"seconds"`
+	// Totals sum Seconds.
+	Totals Totals `json:"totals"`
+}
+
+// Product is a product as the database has it now.
+type Product struct {
+	ID    int64  `json:"id"`
+	Name  string `json:"name"`
+	Stock int64  `json:"stock"`
+	Sold  int64  `json:"sold"`
+}
+
+// Second is one second of the timeline.
+type Second struct {
+	T int64 `json:"t"` // Unix seconds
+	// Replicas is how many replicas reported this second.
+	Replicas int `json:"replicas"`
+	// Outcomes counts purchases by outcome (seckill.Outcome).
+	Outcomes map[string]int64 `json:"outcomes"`
+	// Acquired counts lock acquisitions, and Wait them by how long they
+	// waited: one count per WaitBuckets bound (at most that long, more
+	// than the bound before), and one for longer than the last. WaitP50
+	// and WaitP99 are estimated from Wait, in seconds (nil without any).
+	Acquired      int64    `json:"acquired"`
+	Wait          []int64  `json:"wait"`
+	WaitP50       *float64 `json:"wait_p50"`
+	WaitP99       *float64 `json:"wait_p99"`
+	FenceRejected int64    `json:"fence_rejected"`
+	LeasesLost    int64    `json:"leases_lost"`
+	// Products are the products sold in this second, by id.
+	Products map[string]ProductSecond `json:"products,omitempty"`
+}
+
+// ProductSecond is one product in one second: the orders committed, and
+// its stock and sold as read from the database just after the second.
+type ProductSecond struct {
+	Orders int64  `json:"orders"`
+	Stock  *int64 `json:"stock,omitempty"`
+	Sold   *int64 `json:"sold,omitempty"`
+}
+
+// Totals are the sums over the seconds returned.
+type Totals struct {
+	Outcomes      map[string]int64 `json:"outcomes"`
+	Acquired      int64            `json:"acquired"`
+	WaitP50       *float64         `json:"wait_p50"`
+	WaitP99       *float64         `json:"wait_p99"`
+	FenceRejected int64            `json:"fence_rejected"`
+	LeasesLost    int64            `json:"leases_lost"`
+}
+
+// Data reads the products from the database and the seconds from since
+// (at most Window ago) to now (handlers.Dashboard).
+func (d *Dashboard) Data(ctx context.Context, since time.Time) (any, error) {
+	if d.sink == nil {
+		return nil, fmt.Errorf("dashboard: not started")
+	}
+	ctx, cancel := context.WithTimeout(ctx, ioTimeout)
+	defer cancel()
+	now := d.now()
+	from := max(since.Unix(), now.Add(-Window).Unix())
+	products, err := d.products.Products(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: %w", err)
+	}
+	seconds, err := d.sink.read(ctx, from, now.Unix())
+	if err != nil {
+		return nil, err
+	}
+	out := &Data{Now: now.UnixMilli(), Scope: "replica", WindowSeconds: int(Window.Seconds()), WaitBuckets: WaitBuckets,
+		Products: make([]Product, len(products)), Seconds: []Second{}}
+	if d.Shared() {
+		out.Scope = "shared"
+	}
+	for i, p := range products {
+		out.Products[i] = Product{ID: p.ID, Name: p.Name, Stock: p.Stock, Sold: p.Sold}
+	}
+	out.Seconds, out.Totals = decode(seconds)
+	return out, nil
+}
+
+// decode turns the stored fields into Seconds, oldest first, and their
+// totals.
+func decode(stored map[int64]map[string]int64) ([]Second, Totals) {
+	secs := slices.Sorted(func(yield func(int64) bool) {
+		for t := range stored {
+			if !yield(t) {
+				return
+			}
+		}
+	})
+	out := make([]Second, 0, len(secs))
+	tot := Totals{Outcomes: zeroOutcomes()}
+	totalWait := make([]int64, len(WaitBuckets)+1)
+	for _, t := range secs {
+		s := Second{T: t, Outcomes: zeroOutcomes()}
+		wait := make([]int64, len(WaitBuckets)+1)
+		for f, v := range stored[t] {
+			switch {
+			case strings.HasPrefix(f, fieldOutcome):
+				s.Outcomes[f[len(fieldOutcome):]] += v
+			case strings.HasPrefix(f, fieldWait):
+				if i, err := strconv.Atoi(f[len(fieldWait):]); err == nil && i >= 0 && i < len(wait) {
+					wait[i] += v
+				}
+			case f == fieldFence:
+				s.FenceRejected = v
+			case f == fieldLost:
+				s.LeasesLost = v
+			case strings.HasPrefix(f, fieldReplica):
+				s.Replicas++
+			case strings.HasPrefix(f, fieldOrders), strings.HasPrefix(f, fieldStock), strings.HasPrefix(f, fieldSold):
+				i := strings.IndexByte(f, ':')
+				if s.Products == nil {
+					s.Products = map[string]ProductSecond{}
+				}
+				ps := s.Products[f[i+1:]]
+				switch f[:i+1] {
+				case fieldOrders:
+					ps.Orders = v
+				case fieldStock:
+					ps.Stock = &v
+				case fieldSold:
+					ps.Sold = &v
+				}
+				s.Products[f[i+1:]] = ps
+			}
+		}
+		for i, n := range wait {
+			s.Acquired += n
+			totalWait[i] += n
+		}
+		s.Wait = wait
+		s.WaitP50, s.WaitP99 = Quantile(0.5, wait), Quantile(0.99, wait)
+		for o, n := range s.Outcomes {
+			tot.Outcomes[o] += n
+		}
+		tot.Acquired += s.Acquired
+		tot.FenceRejected += s.FenceRejected
+		tot.LeasesLost += s.LeasesLost
+		out = append(out, s)
+	}
+	tot.WaitP50, tot.WaitP99 = Quantile(0.5, totalWait), Quantile(0.99, totalWait)
+	return out, tot
+}
+
+func zeroOutcomes() map[string]int64 {
+	m := make(map[string]int64, len(seckill.Outcomes))
+	for _, o := range seckill.Outcomes {
+		m[string(o)] = 0
+	}
+	return m
+}
+
+// Quantile estimates the q-quantile (0 < q < 1) of the waits counted in
+// counts, one count per WaitBuckets bound and one past the last, as
+// Prometheus's histogram_quantile does: find the bucket holding the rank
+// and interpolate linearly inside it, from 0 for the first bucket; a rank
+// past the last bound gives the last bound. Nil when counts are all zero.
+func Quantile(q float64, counts []int64) *float64 {
+	var total int64
+	for _, n := range counts {
+		total += n
+	}
+	if total == 0 {
+		return nil
+	}
+	rank := q * float64(total)
+	var below int64
+	for i, n := range counts {
+		if n == 0 || float64(below+n) < rank {
+			below += n
+			continue
+		}
+		if i == len(WaitBuckets) {
+			v := WaitBuckets[len(WaitBuckets)-1]
+			return &v
+		}
+		lo := 0.0
+		if i > 0 {
+			lo = WaitBuckets[i-1]
+		}
+		v := lo + (WaitBuckets[i]-lo)*(rank-float64(below))/float64(n)
+		v = math.Round(v*1e7) / 1e7 // 0.1 µs: more digits would only be noise
+		return &v
+	}
+	v := WaitBuckets[len(WaitBuckets)-1]
+	return &v
+}

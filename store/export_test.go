@@ -1,0 +1,54 @@
+package store
+
+import (
+	"gorm.io/gorm"
+
+	"github.com/seckill-ref/seckill/internal/seckill"
+)
+
+// SetBeforeCommit makes PlaceOrders call f inside its transaction, after
+// its last statement and before the commit, so that a test can hold the
+// transaction's locks while another connection runs into them.
+func SetBeforeCommit(s *Store, f func()) { s.beforeCommit = f }
+
+// Tx is a transaction on a store's database that a test keeps open, to
+// hold the locks of the store's own statements at a moment of its choice.
+type Tx struct{ tx *gorm.DB }
+
+// Begin starts a transaction on one of s's connections.
+func Begin(s *Store) (*Tx, error) {
+	tx := s.db.Begin()
+	return &Tx{tx: tx}, tx.Error
+}
+
+// ClaimFence runs ClaimFence's statement in the transaction.
+func (t *Tx) ClaimFence(productID, token int64) error {
+	res := t.tx.Exec(claimFence, token, productID, token)
+	if res.Error == nil && res.RowsAffected == 0 {
+		return seckill.ErrFenceRejected
+	}
+	return res.Error
+}
+
+// InsertOrder inserts o in the transaction, as PlaceOrders does.
+func (t *Tx) InsertOrder(o *seckill.Order) error { return insertOrders(t.tx, []*seckill.Order{o}) }
+
+// Commit commits the transaction.
+func (t *Tx) Commit() error { return t.tx.Commit().Error }
+
+// Rollback rolls the transaction back.
+func (t *Tx) Rollback() error { return t.tx.Rollback().Error }
+
+// MaxOpenConns is the size of s's connection pool.
+func MaxOpenConns(s *Store) int {
+	sqlDB, _ := s.db.DB()
+	return sqlDB.Stats().MaxOpenConnections
+}
+
+// DefaultIsolation is the default_transaction_isolation of s's
+// connections (PostgreSQL only).
+func DefaultIsolation(s *Store) (string, error) {
+	var level string
+	err := s.db.Raw("SHOW default_transaction_isolation").Scan(&level).Error
+	return level, err
+}
