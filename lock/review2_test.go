@@ -256,3 +256,174 @@ func TestCloseDuringReleaseLeavesNoQueueEntry(t *testing.T) {
 	t.Fatalf("after Close returned, the closed Locker still stands in the queue (%v); q's release then granted the lock to %q (its ticket %q), PTTL %v",
 		entries, r.admin.Get(ctx, lockKey("res")).Val(), ticket, r.admin.PTTL(ctx, lockKey("res")).Val())
 }
+
+// netScript is a sequence of faults applied to the successive script calls
+// (EVALSHA, EVAL) written on a client's connections; once it runs out, they
+// pass.
+type netScript struct {
+	mu      sync.Mutex
+	steps   []netStep
+	sent    atomic.Int32 // steps applied so far
+	replied atomic.Int32 // replies read to delayed requests
+}
+
+type netStep struct {
+	delay     time.Duration // the request is in flight this long
+	dropReply bool          // the connection breaks once the reply has come
+}
+
+func (s *netScript) next() (netStep, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.steps) == 0 {
+		return netStep{}, false
+	}
+	st := s.steps[0]
+	s.steps = s.steps[1:]
+	s.sent.Add(1)
+	return st, true
+}
+
+// scriptedConn applies a netScript to the requests written on it.
+type scriptedConn struct {
+	net.Conn
+	script  *netScript
+	pubsub  atomic.Bool
+	drop    atomic.Bool
+	waiting atomic.Bool // a delayed request's reply is due
+	wg      sync.WaitGroup
+}
+
+func (c *scriptedConn) Write(p []byte) (int, error) {
+	if strings.Contains(strings.ToLower(string(p)), "subscribe") {
+		c.pubsub.Store(true)
+	}
+	if c.pubsub.Load() || !strings.Contains(strings.ToLower(string(p)), "eval") {
+		return c.Conn.Write(p) // connection set-up, Pub/Sub: not the lock's requests
+	}
+	st, ok := c.script.next()
+	if !ok || (st.delay == 0 && !st.dropReply) {
+		return c.Conn.Write(p)
+	}
+	if st.dropReply {
+		c.drop.Store(true)
+	} else {
+		c.waiting.Store(true)
+	}
+	buf := append([]byte(nil), p...)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		time.Sleep(st.delay)
+		_ = c.Conn.SetWriteDeadline(time.Time{})
+		_, _ = c.Conn.Write(buf)
+	}()
+	return len(p), nil
+}
+
+func (c *scriptedConn) Read(p []byte) (int, error) {
+	if !c.drop.Load() {
+		n, err := c.Conn.Read(p)
+		if n > 0 && c.waiting.CompareAndSwap(true, false) {
+			c.script.replied.Add(1)
+		}
+		return n, err
+	}
+	_ = c.Conn.SetReadDeadline(time.Time{})
+	_, err := c.Conn.Read(p)
+	_ = c.Conn.Close()
+	if err == nil {
+		err = io.EOF
+	}
+	return 0, err
+}
+
+func (c *scriptedConn) Close() error {
+	go func() {
+		c.wg.Wait()
+		_ = c.Conn.Close()
+	}()
+	return nil
+}
+
+// A released Lock's owner never holds the lock again, and no ticket is
+// granted twice. go-redis runs a command again when its reply is lost
+// (MaxRetries defaults to 3). Here the driver's registration (acquire,
+// mode '1', ticket T) runs, its reply is lost, and go-redis's retry is
+// delayed on the network. Meanwhile the holder releases, T is granted with
+// a claim lease, the grant message reaches p and becomes Lock L; L's
+// extension is slow, the claim runs out, L reports the loss, and its
+// goroutine releases it (the key is gone by then, so the release leaves no
+// tombstone for T). Then the retried registration arrives: nothing stops it
+// from queueing T again, and with nobody else queued the script grants T
+// the lock with the full TTL. The driver has moved on from T and ignores
+// the reply: the lock is held for the whole TTL by the owner of a Lock that
+// was released.
+func TestRetriedRegistrationNeverRegrantsAReleasedTicket(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	loadScripts(t, admin)
+	script := &netScript{steps: []netStep{
+		{},                               // p's first attempt (mode '0'): finds the lock held
+		{dropReply: true},                // the registration (mode '1', T) runs; its reply is lost
+		{delay: 1500 * time.Millisecond}, // go-redis's retry of it is delayed 1.5 s
+		{delay: 1000 * time.Millisecond}, // L's extension is delayed 1 s, past the claim lease
+	}}
+	pc := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
+		return &scriptedConn{Conn: conn, script: script}
+	})
+	p, err := lock.New(pc, lock.Options{WaitTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	h := newLocker(t, srv, lock.Options{})
+	lkH := mustAcquire(t, h, "res")
+
+	got := make(chan *lock.Lock, 1)
+	go func() {
+		lk, err := p.Acquire(ctx, "res")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lk
+	}()
+	eventually(t, 10*time.Second, "the retry of p's registration to be sent", func() bool { return script.sent.Load() >= 3 })
+	if n := admin.LLen(ctx, lockKey("res")+":queue").Val(); n != 1 {
+		t.Fatalf("queue length %d, want p's one entry: the interleaving was not forced", n)
+	}
+	release(t, lkH) // grants T to p, with a claim lease
+	var lk *lock.Lock
+	select {
+	case lk = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("p never got the grant")
+	}
+	if lk == nil {
+		t.FailNow()
+	}
+	select {
+	case <-lk.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("L's claim lease ran out unextended, yet Lost never closed")
+	}
+	awaitExpired(t, admin, lockKey("res"), 10*time.Second)
+	if err := lk.Release(ctx); !errors.Is(err, lock.ErrLeaseLost) {
+		t.Fatalf("L.Release = %v, want ErrLeaseLost", err)
+	}
+	// The delayed extension and then the retried registration land, 1 s
+	// and 1.5 s after they were sent, and are answered.
+	eventually(t, 10*time.Second, "the retried registration to be answered", func() bool { return script.replied.Load() >= 2 })
+	if owner := admin.Get(ctx, lockKey("res")).Val(); owner == lk.Owner() {
+		t.Fatalf("the lock is held by %q, the owner of Lock L, which was released; for another %v, and nobody will release it",
+			owner, admin.PTTL(ctx, lockKey("res")).Val())
+	}
+	if e := admin.HGetAll(ctx, lockKey("res")+":waiters").Val(); len(e) > 0 {
+		for pid, v := range e {
+			if strings.HasSuffix(v, lk.Owner()) {
+				t.Fatalf("the released Lock's ticket %q is queued again (%s: %s)", lk.Owner(), pid, v)
+			}
+		}
+	}
+}
