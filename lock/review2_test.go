@@ -427,3 +427,38 @@ func TestRetriedRegistrationNeverRegrantsAReleasedTicket(t *testing.T) {
 		}
 	}
 }
+
+// Lock.Deadline is a time until which the lease certainly lasts in Redis.
+// The scripts get the TTL in whole milliseconds (TTL.Milliseconds()), but
+// Extend computes the deadline as its send time plus the full TTL: with a
+// TTL that is not a whole number of milliseconds (any TTL of at least 10 ms
+// is accepted), the deadline after every renewal is up to a millisecond
+// later than the key's expiry, and another process can take the lock while
+// this Lock still reports it valid. The test extends, then polls the key:
+// Redis answering that it is gone before Deadline shows the overshoot.
+// (The claim lease of a grant has the same rounding: 5 x RecheckInterval
+// is sent as whole milliseconds, the deadline adds the exact duration.)
+func TestDeadlineAfterExtendIsNoLaterThanTheKeysExpiry(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	const ttl = 10*time.Millisecond + 900*time.Microsecond
+	l := newLocker(t, srv, lock.Options{TTL: ttl, DisableRenewal: true})
+	for trial := range 50 {
+		lk := mustAcquire(t, l, "res")
+		if err := lk.Extend(ctx); err != nil {
+			_ = lk.Release(ctx)
+			continue // the machine was too slow for this trial
+		}
+		deadline := lk.Deadline()
+		for time.Now().Before(deadline) {
+			n, err := admin.Exists(ctx, lockKey("res")).Result()
+			answered := time.Now()
+			if err == nil && n == 0 && answered.Before(deadline) {
+				t.Fatalf("trial %d: the Lock's Deadline is %v after Redis answered that the key had expired (TTL %v, sent to Redis as %d ms)",
+					trial, deadline.Sub(answered), ttl, ttl.Milliseconds())
+			}
+		}
+		_ = lk.Release(ctx)
+	}
+}
