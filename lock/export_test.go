@@ -1,6 +1,10 @@
 package lock
 
-import "time"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // SetHealthInterval shortens the subscription's health check for a test.
 // Call it before creating the Lockers it should apply to.
@@ -40,10 +44,13 @@ end
 // UseScriptRule makes Lockers created from now on run scripts with rule
 // (one of the constants above) in place; restore undoes it for later ones.
 func UseScriptRule(rule string) (restore func()) {
-	old := safeScripts
-	safeScripts = newScriptSet(rule)
-	return func() { safeScripts = old }
+	old, oldRule := safeScripts, scriptRule
+	safeScripts, scriptRule = newScriptSet(rule), rule
+	return func() { safeScripts, scriptRule = old, oldRule }
 }
+
+// scriptRule is the rule UseScriptRule put in place, "" for none.
+var scriptRule string
 
 // IgnoreCloseInAcquire makes Acquire return what it won even when Close
 // began meanwhile; restore undoes it. No Locker may be in use when either
@@ -51,4 +58,52 @@ func UseScriptRule(rule string) (restore func()) {
 func IgnoreCloseInAcquire() (restore func()) {
 	testAcquireIgnoresClose = true
 	return func() { testAcquireIgnoresClose = false }
+}
+
+// IgnoreRequeueTombstone lets a release queue the process under a ticket
+// that the process has given up (the rule for UseScriptRule).
+const IgnoreRequeueTombstone = `
+requeue_voided = function(key)
+  return false
+end
+`
+
+// ScriptSources are the sources of the scripts a Locker created now runs
+// through EVALSHA (with the rule UseScriptRule put in place, if any), to
+// load them into a server's script cache.
+func ScriptSources() []string {
+	head := commonLua + scriptRule
+	return []string{head + acquireLua, head + releaseLua, head + withdrawLua, extendLua}
+}
+
+// ScriptCall says which of the lock's script calls the command args (as
+// written on the wire: EVALSHA sha numkeys keys... args...) is: "acquire"
+// with its mode and ticket, "release" with the owner, "withdraw" or
+// "extend" with theirs; "" for any other command.
+func ScriptCall(args []string) (script, mode, ticket string) {
+	if len(args) < 3 || !strings.EqualFold(args[0], "evalsha") {
+		return "", "", ""
+	}
+	n, err := strconv.Atoi(args[2])
+	if err != nil || len(args) < 3+n {
+		return "", "", ""
+	}
+	argv := args[3+n:]
+	arg := func(i int) string {
+		if i < len(argv) {
+			return argv[i]
+		}
+		return ""
+	}
+	switch args[1] {
+	case safeScripts.acquire.Hash():
+		return "acquire", arg(3), arg(0)
+	case safeScripts.release.Hash():
+		return "release", "", arg(0)
+	case safeScripts.withdraw.Hash():
+		return "withdraw", "", arg(1)
+	case extendScript.Hash():
+		return "extend", "", arg(0)
+	}
+	return "", "", ""
 }

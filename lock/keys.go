@@ -31,5 +31,9 @@ func newKeys(prefix, name string) keys {
 // them; the last is the tombstone of ticket, which acquire refuses and
 // withdraw writes.
 func (k keys) forTicket(ticket string) []string {
-	return []string{k.lock, k.fence, k.queue, k.waiters, k.lock + ":void:" + ticket}
+	return []string{k.lock, k.fence, k.queue, k.waiters, k.void(ticket)}
 }
+
+// void is the tombstone of ticket: written when the ticket is given up, so
+// that a late request carrying it fails.
+func (k keys) void(ticket string) string { return k.lock + ":void:" + ticket }

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -214,25 +213,10 @@ func TestGrantDuringWithdrawIsNotHandedOut(t *testing.T) {
 // bypass the delayed write).
 func loadScripts(t *testing.T, c *redis.Client) {
 	t.Helper()
-	common, err := os.ReadFile("lua/common.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"acquire", "release", "withdraw"} {
-		body, err := os.ReadFile("lua/" + f + ".lua")
-		if err != nil {
+	for _, src := range lock.ScriptSources() {
+		if err := c.ScriptLoad(context.Background(), src).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.ScriptLoad(context.Background(), string(common)+string(body)).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	extend, err := os.ReadFile("lua/extend.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ScriptLoad(context.Background(), string(extend)).Err(); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -65,7 +65,8 @@ func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquir
 
 func (s *single) release(ctx context.Context, k keys, owner, requeue string) (releaseResult, error) {
 	sent := time.Now()
-	v, err := s.scripts.release.Run(ctx, s.client, k.forTicket(owner),
+	keys := append(k.forTicket(owner), k.void(requeue))
+	v, err := s.scripts.release.Run(ctx, s.client, keys,
 		owner, s.idArg, requeue, s.ttlArg, s.leaseArg, k.channelArg, burstArg,
 	).Slice()
 	if err != nil {

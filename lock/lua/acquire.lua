@@ -22,7 +22,7 @@ end
 if cur and mode == '0' then
   return {0, 0, redis.call('PTTL', lock_key)} -- held, and we do not queue
 end
-if redis.call('EXISTS', void_key) == 1 then
+if voided(void_key) then
   -- The client gave this ticket up (its call timed out, or its waiters
   -- left) and this request arrived late: it must not take the lock, nor
   -- queue for it.

@@ -51,6 +51,17 @@ local function next_token()
   return tok
 end
 
+-- voided reports whether the ticket whose tombstone is key was given up.
+local function voided(key)
+  return redis.call('EXISTS', key) == 1
+end
+
+-- requeue_voided reports whether the ticket a release is to queue the
+-- process under (release.lua) was given up while the release was on its way.
+local function requeue_voided(key)
+  return voided(key)
+end
+
 -- live_entry returns pid's queue entry if it has not expired. An expired
 -- entry can linger in the hash (grant_next drops it only when it reaches
 -- it, and the hash can outlive the list), but its place in the list is not

@@ -13,11 +13,18 @@
 --           tombstone and reports what the first did instead of doing it
 --           twice (queueing the process again under a ticket already
 --           granted would strand that grant).
+--   KEYS[6] the tombstone of the ticket to queue (ARGV[3]): the process may
+--           have given it up while this call was on its way (Close, or its
+--           waiters left), and its withdraw may have arrived first. Such a
+--           ticket must not be queued nor granted: nobody would take it.
 -- Returns {released, 1, token, ttl, ticket} when the lock went to a ticket of
 -- the caller's own process, {released, 0, 0, 0, ''} otherwise.
 local owner, pid, requeue, ttl, lease, channel, burst =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
 
+if requeue ~= '' and requeue_voided(KEYS[6]) then
+  requeue = ''
+end
 local cur = redis.call('GET', lock_key)
 if cur ~= owner and redis.call('EXISTS', void_key) == 1 then
   if requeue ~= '' and cur == requeue then
