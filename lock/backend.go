@@ -67,6 +67,9 @@ type releaseResult struct {
 	token    int64     // that grant's fencing token
 	deadline time.Time // and its lease's lower bound
 	ticket   string
+	// requeueLost: the call that carried the requeue ticket got no reply,
+	// so that ticket may or may not be queued (or even granted): give it up.
+	requeueLost bool
 }
 
 // parseGrant splits a grant message: "<process id> <ticket> <token>".

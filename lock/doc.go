@@ -135,6 +135,13 @@
 // fail, whichever of the two reaches Redis first. (bsm/redislock leaves
 // such a lock orphaned until its TTL.)
 //
+// go-redis sends a command again when its reply is lost. The calls that
+// must not run twice, a registration in the queue and a release, are sent
+// so that go-redis does not (a command whose NoRetry is true), and the
+// Locker handles the unknown outcome itself: it gives up the ticket the
+// call carried, and asks a release again in a form that is safe to repeat.
+// The other calls are safe to run twice, and go-redis may retry them.
+//
 // # Keys
 //
 // A lock called name uses these keys, all with the hash tag {name} so that

@@ -68,6 +68,14 @@ requeue_voided = function(key)
 end
 `
 
+// RetryScriptCalls lets go-redis send every script call again when its
+// reply is lost, as it does for ordinary commands; restore undoes it. No
+// Locker may be in use when either is called.
+func RetryScriptCalls() (restore func()) {
+	testRetryScriptCalls = true
+	return func() { testRetryScriptCalls = false }
+}
+
 // ScriptSources are the sources of the scripts a Locker created now runs
 // through EVALSHA (with the rule UseScriptRule put in place, if any), to
 // load them into a server's script cache.

@@ -410,12 +410,11 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 		if q.holder == lk {
 			q.holder = nil
 		}
+		if (err != nil || res.requeueLost) && requeue != "" && q.ticket == requeue {
+			q.dropTicket() // it may or may not be queued: give it up
+		}
 		switch {
-		case giveUp != "":
-		case err != nil:
-			if requeue != "" && q.ticket == requeue {
-				q.dropTicket() // it may or may not be queued: give it up
-			}
+		case giveUp != "" || err != nil:
 		case res.granted && res.ticket == q.ticket:
 			l.handOff(q, grant{ticket: res.ticket, token: res.token, deadline: res.deadline})
 		case res.granted:

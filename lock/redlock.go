@@ -66,7 +66,7 @@ func NewRedlock(clients []redis.UniversalClient, opts Options) (*Locker, error) 
 		return nil, errors.New("lock: WaitReplicas applies to one master with replicas, not to Redlock")
 	}
 	return newLocker(opts, func(o Options, id string) backend {
-		return &redlock{nodes: clients, opts: o, quorum: len(clients)/2 + 1, acquireScript: o.scripts().acquire}
+		return &redlock{nodes: clients, opts: o, quorum: len(clients)/2 + 1, acquireScript: o.scripts().acquire.Script}
 	})
 }
 

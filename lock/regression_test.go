@@ -285,12 +285,14 @@ func TestContextAfterRelease(t *testing.T) {
 // broken connection (io.EOF: shouldRetry is true, MaxRetries defaults to 3),
 // and EVALSHA is not exempt. The release script is not idempotent: run
 // twice, the second run finds the lock already granted to the requeue
-// ticket T, and enqueues this process again under T. Release reports
-// ErrNotHeld although it released (ErrNotHeld promises "Nothing was
-// changed"), and the stale queue entry (pid, T) survives the hand-off: the
-// next release of the lock grants it to T again, silently (a grant to the
-// caller's own process is not published), and nobody consumes it: the lock
-// is stuck for a full TTL.
+// ticket T, and enqueues this process again under T. Release reported
+// ErrNotHeld although it released, and the stale queue entry (pid, T)
+// survived the hand-off: the next release of the lock granted it to T
+// again, silently (a grant to the caller's own process is not published),
+// and nobody consumed it: the lock was stuck for a full TTL. A release is
+// now never sent twice by go-redis; after a lost reply the Locker gives T
+// up and asks again without a ticket to queue. Either way, Release must
+// report that it released, and the lock must not be stuck.
 func TestRetriedReleaseIsIdempotent(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()

@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"context"
 	_ "embed"
 
 	"github.com/redis/go-redis/v9"
@@ -41,8 +42,60 @@ var (
 // scriptSet is the scripts built on common.lua: the ones that issue tokens
 // and hand the lock over.
 type scriptSet struct {
-	acquire, release, withdraw *redis.Script
+	acquire, release, withdraw *script
 }
+
+// script is a redis.Script that keeps its source, to send it without
+// go-redis's retries (runOnce).
+type script struct {
+	*redis.Script
+	src string
+}
+
+func newScript(src string) *script { return &script{redis.NewScript(src), src} }
+
+// onceCmd is a command go-redis must not send a second time. go-redis sends
+// a command again when its reply is lost (a broken connection, a read
+// timeout: up to Options.MaxRetries more times, 3 by default), and the
+// first run may well have happened. A retry cannot be told from a first
+// run inside a script, so the scripts that must not run twice are sent as
+// onceCmd, whose NoRetry tells go-redis (redis.Client, ClusterClient and
+// Ring alike) to return the error instead; the Locker then handles the
+// unknown outcome itself. A Cluster redirect (MOVED, ASK) is still
+// followed: the redirected command did not run.
+type onceCmd struct{ *redis.Cmd }
+
+func (onceCmd) NoRetry() bool { return true }
+
+// runOnce runs s as Run does (EVALSHA, and EVAL when the server does not
+// know the script: NOSCRIPT means it did not run), but never lets go-redis
+// send it twice. An error other than a script error then means the script
+// ran once or not at all, and the caller cannot tell which.
+func runOnce(ctx context.Context, c redis.UniversalClient, s *script, keys []string, args ...any) *redis.Cmd {
+	if testRetryScriptCalls {
+		return s.Run(ctx, c, keys, args...)
+	}
+	cmd := evalCmd(ctx, "evalsha", s.Hash(), keys, args)
+	_ = c.Process(ctx, onceCmd{cmd})
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd = evalCmd(ctx, "eval", s.src, keys, args)
+		_ = c.Process(ctx, onceCmd{cmd})
+	}
+	return cmd
+}
+
+func evalCmd(ctx context.Context, verb, script string, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, verb, script, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	return redis.NewCmd(ctx, append(a, args...)...)
+}
+
+// testRetryScriptCalls lets a test send every script call through
+// go-redis's ordinary retries, to show the failure runOnce prevents.
+var testRetryScriptCalls = false
 
 // newScriptSet builds the scripts with override placed between common.lua
 // and each script's own text, where it may replace the functions that
@@ -50,9 +103,9 @@ type scriptSet struct {
 func newScriptSet(override string) *scriptSet {
 	head := commonLua + override
 	return &scriptSet{
-		acquire:  redis.NewScript(head + acquireLua),
-		release:  redis.NewScript(head + releaseLua),
-		withdraw: redis.NewScript(head + withdrawLua),
+		acquire:  newScript(head + acquireLua),
+		release:  newScript(head + releaseLua),
+		withdraw: newScript(head + withdrawLua),
 	}
 }
 

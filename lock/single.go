@@ -44,9 +44,29 @@ func (s *single) subscribers() []redis.UniversalClient { return []redis.Universa
 
 func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquireMode) (acquireResult, error) {
 	sent := time.Now()
-	v, err := s.scripts.acquire.Run(ctx, s.client, k.forTicket(ticket),
-		ticket, s.ttlArg, s.idArg, modeArgs[mode], s.leaseArg, k.channelArg,
-	).Int64Slice()
+	keys := k.forTicket(ticket)
+	args := []any{ticket, s.ttlArg, s.idArg, modeArgs[mode], s.leaseArg, k.channelArg}
+	var cmd *redis.Cmd
+	if mode == modeRegister {
+		// A registration queues the process under its ticket whatever that
+		// ticket went through before. Run a second time, after the ticket
+		// was granted, taken and released in between (nothing in Redis
+		// remembers a released ticket), it would queue the ticket again
+		// and could grant it the lock with nobody to release it. It is
+		// never sent twice; a failed one is withdrawn (afterAttempt).
+		cmd = runOnce(ctx, s.client, s.scripts.acquire, keys, args...)
+	} else {
+		// Safe to run twice, so go-redis may retry them. Mode '0' carries
+		// a fresh ticket that was never queued: a second run finds the lock
+		// held by that ticket and reports the same acquisition, or changes
+		// nothing. Mode '2' refreshes only an entry that still carries the
+		// ticket, and a grant removes that entry: after the ticket was
+		// granted, a second run finds the lock held by it (and extends it,
+		// as its holder does), or reports the place lost and changes
+		// nothing.
+		cmd = s.scripts.acquire.Run(ctx, s.client, keys, args...)
+	}
+	v, err := cmd.Int64Slice()
 	if err != nil {
 		return acquireResult{}, err
 	}
@@ -63,19 +83,34 @@ func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquir
 	return r, nil
 }
 
+// release runs the release script once. Run twice with a ticket to queue,
+// it would queue that ticket again after the first run granted it (and the
+// grant's holder may have released it since). So a release is never sent
+// twice: if it fails without a reply, the requeue ticket's fate is unknown
+// (the Locker gives it up: requeueLost), and the release is asked again
+// without a ticket to queue, which is safe to repeat. That second call
+// deletes the lock if the first never ran, and reports that it was
+// released if the first did.
 func (s *single) release(ctx context.Context, k keys, owner, requeue string) (releaseResult, error) {
 	sent := time.Now()
 	keys := append(k.forTicket(owner), k.void(requeue))
-	v, err := s.scripts.release.Run(ctx, s.client, keys,
+	v, err := runOnce(ctx, s.client, s.scripts.release, keys,
 		owner, s.idArg, requeue, s.ttlArg, s.leaseArg, k.channelArg, burstArg,
 	).Slice()
+	lost := err != nil
+	if lost {
+		sent = time.Now()
+		v, err = s.scripts.release.Run(ctx, s.client, keys,
+			owner, s.idArg, "", s.ttlArg, s.leaseArg, k.channelArg, burstArg,
+		).Slice()
+	}
 	if err != nil {
-		return releaseResult{}, err
+		return releaseResult{requeueLost: lost}, err
 	}
 	if len(v) != 5 {
-		return releaseResult{}, fmt.Errorf("lock: release script replied %v", v)
+		return releaseResult{requeueLost: lost}, fmt.Errorf("lock: release script replied %v", v)
 	}
-	var r releaseResult
+	r := releaseResult{requeueLost: lost}
 	r.released = v[0] == int64(1)
 	r.granted = v[1] == int64(1)
 	r.token, _ = v[2].(int64)

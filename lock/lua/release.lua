@@ -8,11 +8,10 @@
 --   ARGV[6] channel for grants
 --   ARGV[7] burst: how many hand-offs in a row a process with more local
 --           waiters may keep, before the next process in line gets it
---   KEYS[5] the owner's tombstone, written when it releases. go-redis runs
---           a command again when its reply is lost; a second run finds the
---           tombstone and reports what the first did instead of doing it
---           twice (queueing the process again under a ticket already
---           granted would strand that grant).
+--   KEYS[5] the owner's tombstone, written when it releases. A release
+--           whose reply was lost is asked again without a ticket to queue;
+--           that second call finds the tombstone and reports that the
+--           first released.
 --   KEYS[6] the tombstone of the ticket to queue (ARGV[3]): the process may
 --           have given it up while this call was on its way (Close, or its
 --           waiters left), and its withdraw may have arrived first. Such a
