@@ -102,9 +102,10 @@
 //     that ticket, a token is issued, and a message on the lock's channel
 //     tells the process. Processes are served in turn; the new holder needs
 //     no round trip of its own to hold it. The grant's lease is a short
-//     claim, as long as the entry's lease (five re-check intervals), which
-//     the grantee extends to the full TTL in the background as it takes
-//     the grant: a process that crashed while waiting still has an entry
+//     claim, as long as the entry's lease (five re-check intervals, or the
+//     TTL if that is shorter), which the grantee extends to the full TTL
+//     in the background as it takes the grant: a process that crashed
+//     while waiting still has an entry
 //     for up to that long, and a grant to it then blocks the lock for the
 //     claim, not a whole TTL. If the next entry is the releaser's own
 //     process, the reply carries the grant and the lock passes to the next

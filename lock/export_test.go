@@ -32,6 +32,14 @@ grant_lease = function(pid, me, ttl, claim)
   return ttl
 end
 `
+	// UncappedClaims grants another process a claim as long as its
+	// entry's lease, also when that is longer than the TTL.
+	UncappedClaims = `
+grant_lease = function(pid, me, ttl, claim)
+  if pid == me then return ttl end
+  return claim
+end
+`
 	// EntryKeepsPlace treats an entry still in the hash as a place in the
 	// queue, expired or not, whether or not the list still holds it.
 	EntryKeepsPlace = `
@@ -74,6 +82,13 @@ end
 func RetryScriptCalls() (restore func()) {
 	testRetryScriptCalls = true
 	return func() { testRetryScriptCalls = false }
+}
+
+// KeepSubMillisecond makes Lockers created from now on keep durations finer
+// than a millisecond, which Redis rounds down; restore undoes it.
+func KeepSubMillisecond() (restore func()) {
+	testKeepSubMillisecond = true
+	return func() { testKeepSubMillisecond = false }
 }
 
 // ScriptSources are the sources of the scripts a Locker created now runs

@@ -31,7 +31,9 @@ const (
 
 // Options configure a Locker. The zero value gives the documented defaults.
 type Options struct {
-	// TTL is the lease each acquisition takes. Default DefaultTTL.
+	// TTL is the lease each acquisition takes. Default DefaultTTL. Redis
+	// keeps it in whole milliseconds, and so does the Locker: it is
+	// rounded down.
 	TTL time.Duration
 
 	// WaitTimeout bounds how long Acquire waits; the caller's context may
@@ -53,7 +55,8 @@ type Options struct {
 	// wait is jittered by ±25% so processes do not re-check in step.
 	// Default DefaultRecheckInterval. A waiting process's place in the queue
 	// expires after five intervals without a re-check, and a grant to it
-	// holds the lock for five intervals until the process takes it.
+	// holds the lock for five intervals (or the TTL, if shorter) until the
+	// process takes it. Used in whole milliseconds, rounded down.
 	RecheckInterval time.Duration
 
 	// Prefix starts every key and channel. Default DefaultPrefix. It must
@@ -96,6 +99,14 @@ func (o Options) withDefaults() (Options, error) {
 	if o.TTL == 0 {
 		o.TTL = DefaultTTL
 	}
+	if !testKeepSubMillisecond {
+		// Redis keeps leases in whole milliseconds and the scripts are sent
+		// TTL.Milliseconds(). Every deadline the Locker computes adds these
+		// durations, so they are rounded down here, once: a deadline must
+		// never be later than the key's expiry.
+		o.TTL = o.TTL.Truncate(time.Millisecond)
+		o.RecheckInterval = o.RecheckInterval.Truncate(time.Millisecond)
+	}
 	if o.TTL < 10*time.Millisecond {
 		return o, errors.New("lock: TTL must be at least 10ms")
 	}
@@ -136,9 +147,18 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // entryLease is how long a waiting process's place in the queue lasts
-// without a re-check, and the claim lease of a grant to it: the grant
-// blocks the lock no longer than the place would outlive a crash.
+// without a re-check.
 func (o Options) entryLease() time.Duration { return 5 * o.RecheckInterval }
+
+// claimLease is the lease of a grant to another process (common.lua's
+// grant_lease): as long as the grantee's place would outlive a crash, so
+// the grant blocks the lock no longer than that, and never longer than the
+// TTL.
+func (o Options) claimLease() time.Duration { return min(o.entryLease(), o.TTL) }
+
+// testKeepSubMillisecond lets a test keep durations finer than Redis's
+// milliseconds, to show the failure the rounding prevents.
+var testKeepSubMillisecond = false
 
 // Observer is told what the Locker does, for metrics. Methods are called
 // synchronously on the Locker's goroutines and must be fast. Embed

@@ -147,7 +147,7 @@ func (l *Locker) settle(q *queue) {
 // Locker.mu, has checked that the Locker is not closed, and calls settle
 // afterwards.
 func (l *Locker) handOff(q *queue, g grant) {
-	if g.claim && time.Until(g.deadline) < l.opts.entryLease()/2 {
+	if g.claim && time.Until(g.deadline) < l.opts.claimLease()/2 {
 		// Too little of the claim lease is left to count on the extension
 		// landing in time (the process was paused, or the grant waited
 		// for a goroutine). The driver's re-check takes the grant instead:
@@ -180,7 +180,7 @@ func (l *Locker) deliverGrant(q *queue, ticket string, token int64) {
 	if q.ticket != ticket || ticket == "" || q.pending != nil || l.closed {
 		return // stale: taken through a reply, or given up
 	}
-	l.handOff(q, grant{ticket: ticket, token: token, deadline: q.ticketSince.Add(l.opts.entryLease()), claim: true})
+	l.handOff(q, grant{ticket: ticket, token: token, deadline: q.ticketSince.Add(l.opts.claimLease()), claim: true})
 	l.settle(q)
 }
 

@@ -100,12 +100,13 @@ end
 -- (me) is alive, running this script, and takes the grant from the reply:
 -- it gets the full lease. Any other process may have crashed since it last
 -- refreshed its entry, which outlives it by up to the entry's lease. Its
--- grant gets only a claim lease, as long as that entry lease, and the
--- grantee extends it to the full lease when it takes the grant. A grant to
--- a crashed process then blocks the lock for a claim lease, not a TTL.
+-- grant gets only a claim lease, as long as that entry lease (or the full
+-- lease, if that is shorter), and the grantee extends it to the full lease
+-- when it takes the grant. A grant to a crashed process then blocks the
+-- lock for a claim lease, not a TTL.
 local function grant_lease(pid, me, ttl, claim)
   if pid == me then return ttl end
-  return claim
+  return math.min(tonumber(claim), tonumber(ttl))
 end
 
 -- grant_next hands the free lock to the oldest live waiting process: the
