@@ -91,6 +91,24 @@ func KeepSubMillisecond() (restore func()) {
 	return func() { testKeepSubMillisecond = false }
 }
 
+// UnsubscribeByQueue makes an ending driver remove its lock's channel entry
+// whenever it belongs to the same queue, also one a newer driver added;
+// restore undoes it.
+func UnsubscribeByQueue() (restore func()) {
+	testUnsubscribeByQueue = true
+	return func() { testUnsubscribeByQueue = false }
+}
+
+// OnEvent calls fn at the steps testEvent marks: "subscribed" (a driver's
+// subscription is in place), "unsubscribe" (an ending driver is about to
+// remove it) and "unsubscribed", each with the lock's name. restore undoes
+// it. No Locker may be in use when either is called.
+func OnEvent(fn func(event, name string)) (restore func()) {
+	old := testEvent
+	testEvent = fn
+	return func() { testEvent = old }
+}
+
 // ScriptSources are the sources of the scripts a Locker created now runs
 // through EVALSHA (with the rule UseScriptRule put in place, if any), to
 // load them into a server's script cache.

@@ -49,7 +49,11 @@ type queue struct {
 	driving    bool          // the driver goroutine runs
 	kick       chan struct{} // wakes the driver; capacity 1, made with the driver
 	subscribed bool          // the channel is in the Locker's subscription
-	lastErr    error         // the driver's last Redis error, for the waiters' error
+	// subChans are the subscription entries the current driver added; its
+	// unsubscribe removes these and no others (a later driver's may stand
+	// in their place by then).
+	subChans []*subChannel
+	lastErr  error // the driver's last Redis error, for the waiters' error
 }
 
 type waiter struct {
@@ -249,12 +253,16 @@ func (l *Locker) driveStep(q *queue, failures *int) (wait time.Duration, exit bo
 
 	if len(q.waiters) == 0 {
 		q.driving = false
-		unsubscribe := q.subscribed
-		q.subscribed = false
+		unsubscribe, mine := q.subscribed, q.subChans
+		q.subscribed, q.subChans = false, nil
 		l.settle(q)
 		l.mu.Unlock()
 		if unsubscribe {
-			l.unsubscribe(q)
+			// A new driver for q may start, and subscribe, before this
+			// runs: it removes only this driver's entries.
+			testEvent("unsubscribe", q.name)
+			l.unsubscribe(q, mine)
+			testEvent("unsubscribed", q.name)
 		}
 		return 0, true
 	}
@@ -265,6 +273,7 @@ func (l *Locker) driveStep(q *queue, failures *int) (wait time.Duration, exit bo
 		q.subscribed = true
 		l.mu.Unlock()
 		l.subscribe(q)
+		testEvent("subscribed", q.name)
 		return -1, false
 	}
 
