@@ -91,7 +91,9 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lock, error) {
 }
 
 // TryAcquire makes one attempt and returns ErrNotAcquired at once if the
-// lock is held (or already awaited by another goroutine of this Locker).
+// lock is held, or if this Locker is busy with it: another goroutine holds
+// or awaits it, or the Locker is still giving up a place in its queue or a
+// grant that nobody here took.
 func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 	return l.acquire(ctx, name, false)
 }
@@ -214,8 +216,12 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, star
 	}
 	q := l.queues[name]
 	if q != nil && !wait {
+		why := "held or awaited in this process"
+		if !q.busy() && len(q.waiters) == 0 {
+			why = "being given up by this process" // a ticket or a grant nobody took
+		}
 		l.mu.Unlock()
-		return nil, false, fmt.Errorf("%w: %q is held or awaited in this process", ErrNotAcquired, name)
+		return nil, false, fmt.Errorf("%w: %q is %s", ErrNotAcquired, name, why)
 	}
 	front := false
 	if q == nil {

@@ -158,7 +158,9 @@ func (s *single) confirm(ctx context.Context, lk *Lock) error {
 		return fmt.Errorf("%w: %q: %d of %d replicas acknowledged within %v",
 			ErrNotReplicated, lk.name, n, s.opts.WaitReplicas, s.opts.WaitReplicasTimeout)
 	}
-	lk.extended(sent.Add(s.opts.TTL))
+	if err := lk.extended(sent.Add(s.opts.TTL)); err != nil {
+		return fmt.Errorf("lock: confirm %q on replicas: %w", lk.name, err)
+	}
 	return nil
 }
 

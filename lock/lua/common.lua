@@ -34,13 +34,16 @@ local function int(n) return string.format('%.0f', n) end
 -- restart without persistence loses it, and a restart from a snapshot taken
 -- before the latest acquisitions, or a failover to a replica that had not
 -- received them, brings back an older value from which last + 1 would issue
--- again tokens already handed out. Tokens follow the clock (the counter
--- leads it only when acquisitions share a microsecond, and a script run
--- takes several), so the first token after such a loss is larger than
--- every earlier one as long as this server's clock reads later than the
--- clock that issued the last one did then: clocks (one server's across its
--- restart, a master's and its replicas') that differ by less than the
--- restart or failover took, and never step back by more.
+-- again tokens already handed out. The counter leads the clock only for a
+-- while: when acquisitions come faster than one per microsecond, when
+-- Redlock raised it to a token another node's clock issued
+-- (raise_fence.lua), or after a failover from a master whose clock ran
+-- ahead of this one; tokens then count up from it until the clock passes
+-- it. Either way the first token after such a loss is larger than every
+-- earlier one as long as this server's clock reads later than the last
+-- token: clocks (one server's across its restart, a master's and its
+-- replicas') that differ by less than the restart or failover took, and
+-- never step back by more.
 local function next_token()
   local tok = now_us()
   local last = redis.call('GET', fence_key)
