@@ -41,7 +41,7 @@ func TestGrantToCrashedProcessBlocksOnlyItsClaim(t *testing.T) {
 }
 
 func TestGrantToCrashedProcessControlFullLeaseBlocks(t *testing.T) {
-	defer lock.UseScriptRule(lock.FullLeaseGrants)()
+	t.Cleanup(lock.UseScriptRule(lock.FullLeaseGrants)) // restored after the test's Lockers are closed
 	took, err := grantToCrashedProcess(t)
 	if err == nil {
 		t.Fatalf("control: with full-lease grants the next waiter still got the lock %v after the release; the test would not catch a grant that blocks for a whole lease", took)
@@ -151,7 +151,7 @@ func TestClaimLeaseIsCappedByTheTTL(t *testing.T) {
 }
 
 func TestClaimLeaseControlUncappedClaim(t *testing.T) {
-	defer lock.UseScriptRule(lock.UncappedClaims)()
+	t.Cleanup(lock.UseScriptRule(lock.UncappedClaims)) // restored after the test's Lockers are closed
 	pttl := claimAfterRelease(t)
 	if pttl <= 100*time.Millisecond {
 		t.Fatalf("control: with uncapped claims the grant's lease is %v, within the TTL: the test would not catch it", pttl)

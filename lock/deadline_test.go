@@ -27,7 +27,7 @@ func TestDeadlineAfterExtendIsNoLaterThanTheKeysExpiry(t *testing.T) {
 }
 
 func TestDeadlineAfterExtendControlSubMillisecondTTL(t *testing.T) {
-	defer lock.KeepSubMillisecond()()
+	t.Cleanup(lock.KeepSubMillisecond()) // restored after the test's Lockers are closed
 	err := deadlineAfterExtend(t)
 	if err == nil {
 		t.Fatal("control: with the TTL's sub-millisecond part kept, no Deadline past the key's expiry was seen: the test would not catch it")

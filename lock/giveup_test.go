@@ -35,7 +35,7 @@ func TestCloseDuringReleaseLeavesNoTicketHoldingTheLock(t *testing.T) {
 }
 
 func TestCloseDuringReleaseControlRequeueIgnoresTombstone(t *testing.T) {
-	defer lock.UseScriptRule(lock.IgnoreRequeueTombstone)()
+	t.Cleanup(lock.UseScriptRule(lock.IgnoreRequeueTombstone)) // restored after the test's Lockers are closed
 	if err := closeDuringRelease(t); err == nil {
 		t.Fatal("control: a release that queues a given-up ticket passed the check: the test would not catch it")
 	} else {
@@ -50,7 +50,7 @@ func TestWaiterLeavingDuringReleaseLeavesNoTicketHoldingTheLock(t *testing.T) {
 }
 
 func TestWaiterLeavingDuringReleaseControlRequeueIgnoresTombstone(t *testing.T) {
-	defer lock.UseScriptRule(lock.IgnoreRequeueTombstone)()
+	t.Cleanup(lock.UseScriptRule(lock.IgnoreRequeueTombstone)) // restored after the test's Lockers are closed
 	if err := waiterLeavesDuringRelease(t); err == nil {
 		t.Fatal("control: a release that grants the lock to a given-up ticket passed the check: the test would not catch it")
 	} else {
@@ -65,7 +65,7 @@ func TestCloseDuringReleaseLeavesNoQueueEntry(t *testing.T) {
 }
 
 func TestCloseDuringReleaseQueueControlRequeueIgnoresTombstone(t *testing.T) {
-	defer lock.UseScriptRule(lock.IgnoreRequeueTombstone)()
+	t.Cleanup(lock.UseScriptRule(lock.IgnoreRequeueTombstone)) // restored after the test's Lockers are closed
 	if err := closeDuringReleaseWithOthersQueued(t); err == nil {
 		t.Fatal("control: a release that queues a given-up ticket passed the check: the test would not catch it")
 	} else {

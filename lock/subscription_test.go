@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ func TestNewDriverKeepsItsSubscription(t *testing.T) {
 }
 
 func TestNewDriverControlOldDriverRemovesItsEntry(t *testing.T) {
-	defer lock.UnsubscribeByQueue()()
+	t.Cleanup(lock.UnsubscribeByQueue()) // restored after the test's Lockers are closed
 	err := newDriverDuringUnsubscribe(t)
 	if err == nil {
 		t.Fatal("control: an ending driver that removes a newer driver's entry passed the check: the test would not catch it")
@@ -42,7 +43,9 @@ func newDriverDuringUnsubscribe(t *testing.T) error {
 	unsubscribing := make(chan struct{}, 1)
 	proceed := make(chan struct{})
 	unsubscribed := make(chan struct{}, 1)
-	defer lock.OnEvent(func(event, name string) {
+	// Restored after the test's Lockers are closed, and never holds a
+	// driver back once the test is over.
+	t.Cleanup(lock.OnEvent(func(event, name string) {
 		switch event {
 		case "subscribed":
 			subscribed <- struct{}{}
@@ -52,11 +55,13 @@ func newDriverDuringUnsubscribe(t *testing.T) error {
 		case "unsubscribed":
 			unsubscribed <- struct{}{}
 		}
-	})()
+	}))
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	ctx := context.Background()
 	p := newLocker(t, srv, lock.Options{RecheckInterval: time.Minute, WaitTimeout: 20 * time.Second})
+	var proceedOnce sync.Once
+	t.Cleanup(func() { proceedOnce.Do(func() { close(proceed) }) })
 	channel := lockKey("res") + ":grant"
 	await := func(what string, ch chan struct{}) {
 		t.Helper()
@@ -93,7 +98,7 @@ func newDriverDuringUnsubscribe(t *testing.T) error {
 		done3 <- err
 	}()
 	await("the second driver to subscribe", subscribed)
-	close(proceed)
+	proceedOnce.Do(func() { close(proceed) })
 	await("the first driver to unsubscribe", unsubscribed)
 
 	if n := admin.PubSubNumSub(ctx, channel).Val()[channel]; n != 1 {

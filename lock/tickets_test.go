@@ -37,7 +37,7 @@ func TestLostRegistrationReplyNeverRegrantsAReleasedTicket(t *testing.T) {
 }
 
 func TestLostRegistrationReplyControlRetriedCallRegrants(t *testing.T) {
-	defer lock.RetryScriptCalls()()
+	t.Cleanup(lock.RetryScriptCalls()) // restored after the test's Lockers are closed
 	err := lostRegistrationReply(t)
 	if err == nil {
 		t.Fatal("control: with the registration retried by go-redis, the check passed: the test would not catch a ticket granted again")

@@ -47,7 +47,7 @@ func TestTokenIncreasesAfterRestartWithoutPersistence(t *testing.T) {
 }
 
 func TestTokenNoPersistenceControlCounterAloneGoesBack(t *testing.T) {
-	defer lock.UseScriptRule(lock.CountingTokens)()
+	t.Cleanup(lock.UseScriptRule(lock.CountingTokens)) // restored after the test's Lockers are closed
 	assertTokenGoesBack(t, restartWithoutPersistence, lock.Options{})
 }
 
