@@ -8,7 +8,10 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
-require golang.org/x/term v0.40.0
+require (
+	github.com/anishathalye/porcupine v1.3.1
+	golang.org/x/term v0.40.0
+)
 
 require github.com/yuin/gopher-lua v1.1.1 // indirect
 

@@ -114,8 +114,9 @@ func (a api) orders(ctx context.Context, id int64) ([]Order, error) {
 // snapshot reads the product, its orders, then the product again, until the
 // two product reads agree: a request the client gave up on may still be
 // finishing on the server, and a check over a moving target would blame the
-// service for the load test's own timing.
-func (a api) snapshot(ctx context.Context, id int64) (p Product, orders []Order, err error) {
+// service for the load test's own timing. listed is when the last orders
+// listing had ended: before the last product read began.
+func (a api) snapshot(ctx context.Context, id int64) (p Product, orders []Order, listed time.Time, err error) {
 	const attempts = 5
 	wait := 50 * time.Millisecond
 	for i := 0; ; i++ {
@@ -125,18 +126,19 @@ func (a api) snapshot(ctx context.Context, id int64) (p Product, orders []Order,
 		if orders, err = a.orders(ctx, id); err != nil {
 			return
 		}
+		listed = time.Now()
 		again, err2 := a.product(ctx, id)
 		if err2 != nil {
-			return p, nil, err2
+			return p, nil, listed, err2
 		}
 		if again == p || i == attempts-1 {
-			return again, orders, nil
+			return again, orders, listed, nil
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return p, nil, ctx.Err()
+			return p, nil, listed, ctx.Err()
 		case <-t.C:
 		}
 		wait *= 2

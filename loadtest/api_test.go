@@ -27,7 +27,7 @@ func TestSnapshotWaitsForTheProductToSettle(t *testing.T) {
 	defer srv.Close()
 
 	a := api{client: newClient(http.DefaultTransport, 5*time.Second), base: srv.URL}
-	p, orders, err := a.snapshot(t.Context(), 1)
+	p, orders, _, err := a.snapshot(t.Context(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,8 +35,19 @@ The load is a burst by default: -buyers requests (2000) sent at once, or
 spread over -burst-window, as a flash sale opens. -rate with -duration (and
 -ramp-to) sends a steady (or ramping) rate instead.
 
-Exit status: 0 when every safety invariant held, 1 when one failed (oversell),
-2 for usage or connection errors. -expect-oversell swaps 0 and 1, for the
+Every request's call and return time, input and outcome is recorded, and the
+history is checked for linearizability against a model of the API, product
+by product (porcupine): the report's "linearizable:" line says yes, NO with
+the smallest anomaly found, or unknown (the check ran out of -check-timeout,
+which is not a pass). -mix mixes reads and restocks into the sale, so that
+the check sees the state between purchases; -history writes the history
+as JSON lines. On a violation, porcupine's visualization is written next
+to the history (or the plot, or in the temporary directory).
+
+Exit status: 0 when every safety invariant held and the history is
+linearizable, 1 when an invariant failed (oversell), the history is not
+linearizable or its check came out unknown, 2 for usage or connection
+errors. -expect-oversell passes only on an oversell or a violation, for the
 deliberately broken lock modes.
 
 Flags:
@@ -116,7 +127,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.IntVar(&cfg.Rate, "rate", DefaultRate, "steady load instead of a burst: purchase requests per second (at the start, with -ramp-to)")
 	fs.IntVar(&cfg.RampTo, "ramp-to", 0, "steady load: ramp linearly from -rate to this rate over -duration; 0 keeps the rate constant")
 	fs.DurationVar(&cfg.Duration, "duration", DefaultDuration, "steady load: how long to send requests")
-	fs.IntVar(&cfg.MaxRequests, "max-requests", 0, "most purchase requests to send; 0 means what the pacing sends in -duration")
+	fs.IntVar(&cfg.MaxRequests, "max-requests", 0, "most requests to send (purchases, and the reads of -mix); 0 means what the pacing sends in -duration")
 	fs.Float64Var(&cfg.RepeatShare, "repeat-share", DefaultRepeatShare, "share of requests, 0..1, that reuse an earlier buyer and must be refused")
 	fs.DurationVar(&cfg.Timeout, "timeout", DefaultTimeout, "timeout of each request")
 	fs.IntVar(&cfg.Workers, "workers", 0, "initial number of attack workers (default 10; a burst: one per buyer)")
@@ -125,6 +136,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.StringVar(&cfg.Plot, "plot", "", "write Vegeta's HTML latency plot to this file")
 	fs.BoolVar(&cfg.ExpectOversell, "expect-oversell", false, "exit 0 only if an oversell is detected (for the broken lock modes)")
 	progress := fs.String("progress", "auto", "progress line: auto, inplace, lines or off")
+	mix := fs.String("mix", "", "mix reads and restocks into the sale for the linearizability check, e.g. reads=10%,restocks=1/s (restocks need the admin token)")
+	fs.StringVar(&cfg.History, "history", "", "write the history, one operation per line, to this `file` (JSON lines)")
+	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", DefaultCheckTimeout, "longest linearizability check; past it the verdict is unknown")
+	check := fs.Bool("linearizability", true, "check the history for linearizability (false: the invariants alone decide)")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -154,13 +169,19 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 		return cfg, fmt.Errorf("loadtest: -progress %q: want auto, inplace, lines or off", *progress)
 	}
 	cfg.ProgressMode = mode
+	m, err := ParseMix(*mix)
+	if err != nil {
+		return cfg, fmt.Errorf("loadtest: -mix: %w", err)
+	}
+	cfg.Mix = m
+	cfg.SkipLinearizability = !*check
 	if err := ShapeFromFlags(fs, &cfg); err != nil {
 		return cfg, err
 	}
 	// Zero would mean "default" to Run; on the command line it is a mistake.
-	if cfg.Stock <= 0 || cfg.Timeout <= 0 || cfg.Workers < 0 || cfg.MaxWorkers < 0 ||
+	if cfg.Stock <= 0 || cfg.Timeout <= 0 || cfg.Workers < 0 || cfg.MaxWorkers < 0 || cfg.CheckTimeout <= 0 ||
 		(cfg.Buyers == 0 && (cfg.Rate <= 0 || cfg.Duration <= 0)) || (cfg.Buyers < 0) {
-		return cfg, errors.New("loadtest: -buyers (or -rate and -duration), -stock and -timeout must be positive")
+		return cfg, errors.New("loadtest: -buyers (or -rate and -duration), -stock, -timeout and -check-timeout must be positive")
 	}
 	if _, err := cfg.withDefaults(); err != nil {
 		return cfg, err

@@ -17,6 +17,7 @@ func runMain(t *testing.T, env map[string]string, args ...string) (code int, std
 }
 
 func TestMainExitCodes(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
 	token := map[string]string{"ADMIN_TOKEN": "secret"}
 	cases := []struct {
 		name       string
@@ -63,6 +64,9 @@ func TestMainErrors(t *testing.T) {
 		{"burst window and rate", token, []string{"-targets", a, "-burst-window", "1s"}, "choose one"},
 		{"bad progress", token, []string{"-targets", a, "-progress", "fancy"}, "-progress"},
 		{"repeat share out of range", token, []string{"-targets", a, "-repeat-share", "2"}, "repeat share"},
+		{"bad mix", token, []string{"-targets", a, "-mix", "reads=lots"}, "-mix"},
+		{"zero check timeout", token, []string{"-targets", a, "-check-timeout", "0s"}, "-check-timeout must be positive"},
+		{"history in no directory", token, []string{"-targets", a, "-history", "/no/such/dir/h.jsonl"}, "history file"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,7 +6,7 @@
 // same test judges one replica, several replicas behind round-robin, or a
 // load balancer, whatever lock mode they run.
 //
-// A run has three phases:
+// A run has four phases:
 //
 //  1. Set-up: every target answers /healthz; the product is created with the
 //     admin token (or an existing one is read) and every target must see it,
@@ -18,8 +18,14 @@
 //  3. Verification: the product and all its orders are read back through the
 //     API and the pure function Check compares them with what the attack
 //     observed (see Check for the invariants).
+//  4. Linearizability: every request of the run is in its history (see Op),
+//     with reads and restocks mixed into the attack when Config.Mix asks;
+//     CheckHistory holds it to a model of the API (model.go) with
+//     porcupine, and finds what the counts cannot: a read of a state that
+//     never existed, a sold-out answer while stock was left, a restock
+//     answer that is not the stock it set.
 //
 // A checker that never fails proves nothing, so Config.ExpectOversell inverts
 // the verdict: run against a deliberately broken lock mode, the test passes
-// only when it catches the oversell.
+// only when it catches the oversell or a history that is not linearizable.
 package loadtest

@@ -35,6 +35,12 @@ type fakeShop struct {
 	onPurchase func(r *http.Request, n int64)
 	purchases  atomic.Int64
 
+	// lateRestockAnswer makes a restock answer with the product as it is
+	// after the next sale, not as the restock left it: the answer of a
+	// service that reads the product after releasing its lock.
+	lateRestockAnswer bool
+	sales             chan struct{} // a token per sale, for lateRestockAnswer
+
 	mu       sync.Mutex
 	products map[int64]*fakeProduct
 	nextID   int64
@@ -47,7 +53,7 @@ type fakeProduct struct {
 }
 
 func newFakeShop(racy bool) *fakeShop {
-	s := &fakeShop{token: "secret", racy: racy, pageCap: 7, products: map[int64]*fakeProduct{}}
+	s := &fakeShop{token: "secret", racy: racy, pageCap: 7, products: map[int64]*fakeProduct{}, sales: make(chan struct{}, 1)}
 	s.gate = gate{waiting: 4, open: make(chan struct{})}
 	return s
 }
@@ -64,6 +70,7 @@ func (s *fakeShop) serve(t *testing.T) (string, *atomic.Int64) {
 	mux.HandleFunc("POST /api/v1/products", s.create)
 	mux.HandleFunc("GET /api/v1/products/{id}", s.get)
 	mux.HandleFunc("GET /api/v1/products/{id}/orders", s.list)
+	mux.HandleFunc("PUT /api/v1/products/{id}/stock", s.restock)
 	mux.HandleFunc("POST /api/v1/products/{id}/purchase", func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		s.purchase(w, r)
@@ -190,7 +197,49 @@ func (s *fakeShop) purchase(w http.ResponseWriter, r *http.Request) {
 	o := Order{ID: int64(len(p.orders) + 1), ProductID: p.ID, UserID: in.UserID, Fence: 0, CreatedAt: time.Now().UTC()}
 	p.orders = append(p.orders, o)
 	s.mu.Unlock()
+	select {
+	case s.sales <- struct{}{}:
+	default:
+	}
 	writeJSON(w, http.StatusCreated, map[string]Order{"order": o})
+}
+
+func (s *fakeShop) restock(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer "+s.token {
+		writeError(w, http.StatusUnauthorized, "unauthorized")
+		return
+	}
+	var in struct {
+		Stock *int64 `json:"stock"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Stock == nil || *in.Stock < 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request")
+		return
+	}
+	s.mu.Lock()
+	p := s.find(w, r)
+	if p == nil {
+		s.mu.Unlock()
+		return
+	}
+	p.Stock = *in.Stock
+	if s.lateRestockAnswer {
+		select { // forget sales before this restock
+		case <-s.sales:
+		default:
+		}
+		s.mu.Unlock()
+		select { // the next sale, or give up: the answer is late either way
+		case <-s.sales:
+		case <-time.After(time.Second):
+		case <-r.Context().Done():
+		}
+		s.mu.Lock()
+	}
+	p.Sold = int64(len(p.orders))
+	out := p.Product
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
 }
 
 // gate holds its first arrivals until `waiting` of them are there.

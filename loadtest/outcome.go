@@ -76,6 +76,12 @@ func (o outcome) key() string {
 // labels containing "ERROR" red: only answers that are not part of the API's
 // contract get it.
 func plotLabel(r *vegeta.Result) string {
+	if isRead(r.URL) {
+		if r.Code == http.StatusOK {
+			return "read"
+		}
+		return "ERROR read"
+	}
 	o := classify(r)
 	switch {
 	case o.created(), o.code == codeSoldOut, o.code == codeAlreadyPurchased, o.code == codeBusy:

@@ -63,20 +63,49 @@ type Report struct {
 	// Stopped says why the attack ended early ("interrupted", "hard
 	// deadline"); empty when it ran its course.
 	Stopped string
+
+	// Reads and Restocks count the requests mixed into the sale
+	// (Config.Mix); Requests counts only the purchases.
+	Reads, Restocks int
+	// Linearizability is the check of the run's history: yes, NO (the
+	// violation found) or unknown; LinNotChecked when it was skipped.
+	Linearizability Linearizability
+	// History is the file the history was written to, if any.
+	History string
 }
 
-// OK is the verdict: no oversell, or, with ExpectOversell, an oversell caught.
-func (r Report) OK() bool { return r.Oversold == r.ExpectOversell }
+// OK is the verdict: no oversell and a linearizable history (or the check
+// skipped), or, with ExpectOversell, an oversell or a violation caught. An
+// unknown linearizability verdict is not a pass.
+func (r Report) OK() bool {
+	if r.ExpectOversell {
+		return r.violated()
+	}
+	return !r.violated() && r.Linearizability.Verdict != LinUnknown
+}
+
+// violated reports whether the run caught a fault: an oversell, or a
+// history that is not linearizable.
+func (r Report) violated() bool { return r.Oversold || r.Linearizability.Verdict == LinNo }
 
 // Verdict is the one line a person reads first.
 func (r Report) Verdict() string {
+	lin := r.Linearizability.Verdict
 	switch {
 	case r.ExpectOversell && r.Oversold:
 		return "PASS: oversell detected, as expected for this mode"
+	case r.ExpectOversell && lin == LinNo:
+		return "PASS: not linearizable, as expected for this mode (no oversell seen in the counts)"
 	case r.ExpectOversell:
 		return "FAIL: an oversell was expected and none was detected"
 	case r.Oversold:
 		return "FAIL: OVERSOLD, a safety invariant failed"
+	case lin == LinNo:
+		return "FAIL: NOT LINEARIZABLE, the history has an anomaly the counts do not show"
+	case lin == LinUnknown:
+		return "FAIL: every safety invariant held, but linearizability is unknown: not a pass"
+	case lin == LinYes:
+		return "PASS: every safety invariant held, nothing oversold, the history is linearizable"
 	default:
 		return "PASS: every safety invariant held, nothing oversold"
 	}
@@ -100,8 +129,13 @@ func (r Report) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "  %-4s (%d) %-36s %-8s %s\n", inv.Status, inv.Number, inv.Name, kind, inv.Detail)
 	}
+	writeLinearizability(&b, r)
 
-	fmt.Fprintf(&b, "\nOutcomes of %d requests (%d repeat buyers)\n", r.Requests, r.Repeats)
+	fmt.Fprintf(&b, "\nOutcomes of %d requests (%d repeat buyers)", r.Requests, r.Repeats)
+	if r.Reads > 0 || r.Restocks > 0 {
+		fmt.Fprintf(&b, ", and %d reads and %d restocks mixed in", r.Reads, r.Restocks)
+	}
+	b.WriteString("\n")
 	for _, k := range sortedKeys(r.ByOutcome) {
 		fmt.Fprintf(&b, "  %-24s %8d", k, r.ByOutcome[k])
 		if n := r.RepeatsByOutcome[k]; n > 0 {
@@ -135,6 +169,18 @@ func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "\n%s\n", r.Verdict())
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeLinearizability writes the check's line under the invariants, and
+// where the history and the visualization went.
+func writeLinearizability(b *strings.Builder, r Report) {
+	fmt.Fprintf(b, "\n  %s\n", r.Linearizability.Line())
+	if r.History != "" {
+		fmt.Fprintf(b, "  history: %s\n", r.History)
+	}
+	if v := r.Linearizability.Visualization; v != "" {
+		fmt.Fprintf(b, "  porcupine's visualization of product %d: %s\n", r.Linearizability.Product, v)
+	}
 }
 
 func writeLatency(b *strings.Builder, name string, l Latency) {

@@ -51,22 +51,30 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	}
 
 	prefix := fmt.Sprintf("lt-%08x-", rand.Uint32())
+	hist := newHistory(time.Now(), cfg.HistoryLimit)
+	setUpCall := time.Now()
 	before, err := setUp(ctx, cfg, apis, prefix)
 	if err != nil {
 		return Report{}, err
 	}
+	hist.initial(cfg, apis[0].base, setUpCall, before)
 	rec, err := newRecorder(cfg.Out, cfg.Plot, fmt.Sprintf("seckill sale of product %d", before.ID))
 	if err != nil {
 		return Report{}, err
 	}
+	if err := createEmpty(cfg.History); err != nil {
+		rec.abort()
+		return Report{}, fmt.Errorf("%w: history file: %v", ErrInvalidConfig, err)
+	}
+	side := newBeside(cfg, apis, hist, before)
 
-	fmt.Fprintf(w, "loadtest: product %d (stock %d, sold %d) on %d target(s); %s; at most %d requests; repeat share %.0f%%\n",
-		before.ID, before.Stock, before.Sold, len(cfg.Targets), cfg.Shape(), cfg.MaxRequests, cfg.RepeatShare*100)
+	fmt.Fprintf(w, "loadtest: product %d (stock %d, sold %d) on %d target(s); %s; at most %d requests; repeat share %.0f%%%s\n",
+		before.ID, before.Stock, before.Sold, len(cfg.Targets), cfg.Shape(), cfg.MaxRequests, cfg.RepeatShare*100, mixText(cfg))
 	progressW := cfg.Progress
 	if progressW == nil {
 		progressW = w
 	}
-	t, b, stopped := attack(ctx, cfg, tr, before.ID, prefix, rec, progressW)
+	t, b, stopped := attack(ctx, cfg, tr, before.ID, prefix, rec, side, progressW)
 	recErr := rec.close()
 
 	vctx := ctx
@@ -75,10 +83,13 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 		vctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cfg.Timeout)
 		defer cancel()
 	}
-	after, orders, err := apis[0].snapshot(vctx, before.ID)
+	after, orders, listed, err := apis[0].snapshot(vctx, before.ID)
 	if err != nil {
 		return Report{}, fmt.Errorf("loadtest: verify after the attack: %w", err)
 	}
+	// The read after the sale: its last product read, which began once
+	// the orders were listed.
+	hist.productOp(OpRead, apis[0].base, listed, time.Now(), nil, after)
 
 	requests, fresh := b.counts()
 	invariants := Check(Observed{
@@ -91,8 +102,14 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 		Unknown:       t.unknown,
 		Demand:        int(fresh),
 		EndedNormally: stopped == "",
+		Restocked:     side.restocks.last,
+		Restocks:      side.restocks.sent,
+		StockUnknown:  !side.restocks.known,
 	})
 	rep := newReport(cfg, before, after, orders, prefix, t, invariants, stopped)
+	rep.Reads, rep.Restocks = side.reads, side.restocks.sent
+	rep.Linearizability, rep.History, err = checkRun(cfg, hist, prefix, orders, listed)
+	recErr = errors.Join(recErr, err)
 	if int(requests) != rep.Requests {
 		// Every hit yields one result; a gap would mean lost accounting.
 		recErr = errors.Join(recErr, fmt.Errorf("loadtest: %d requests sent but %d results", requests, rep.Requests))
@@ -134,7 +151,7 @@ func setUp(ctx context.Context, cfg Config, apis []api, prefix string) (Product,
 // attack runs Vegeta until the pacing, the duration, the hard deadline or
 // ctx stops it, and returns what it saw. stopped is empty on a normal end.
 func attack(ctx context.Context, cfg Config, tr http.RoundTripper, productID int64, prefix string,
-	rec *recorder, progressW io.Writer) (t *tally, b *buyers, stopped string) {
+	rec *recorder, side *beside, progressW io.Writer) (t *tally, b *buyers, stopped string) {
 	atkCtx, cancel := context.WithTimeout(ctx, cfg.hardDeadline())
 	defer cancel()
 
@@ -147,7 +164,8 @@ func attack(ctx context.Context, cfg Config, tr http.RoundTripper, productID int
 	b = newBuyers(cfg.Targets, productID, prefix, cfg.RepeatShare, rand.Uint64())
 	start := time.Now()
 	t = newTally(start)
-	results := attacker.Attack(b.targeter(), newPacer(cfg), cfg.Duration, attackName)
+	results := attacker.Attack(mixTargeter(b, cfg.Targets, productID, cfg.Mix.Reads), newPacer(cfg), cfg.Duration, attackName)
+	side.start(atkCtx)
 
 	// Vegeta has no context: turn ctx and the hard deadline into Stop. The
 	// goroutine ends with atkCtx, cancelled on return at the latest.
@@ -167,11 +185,15 @@ func attack(ctx context.Context, cfg Config, tr http.RoundTripper, productID int
 	}
 
 	for r := range results {
+		rec.add(r)
+		if side.result(r) {
+			continue // a read
+		}
 		if o := t.add(r); o.created() {
 			b.recordPurchase(o.user)
 		}
-		rec.add(r)
 	}
+	side.end()
 	switch {
 	case ctx.Err() != nil:
 		stopped = "interrupted"

@@ -112,6 +112,7 @@ func TestRunCorrectShopOnTwoReplicasPasses(t *testing.T) {
 }
 
 func TestRunRacyShopIsCaughtOverselling(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
 	shop := newFakeShop(true)
 	a, _ := shop.serve(t)
 	cfg := shortSale(a)

@@ -56,7 +56,9 @@ func (a abortable) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := a.base.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		release()
-		return nil, err
+		// Marked so that the history, which sees only Vegeta's copy of
+		// the message, knows the request was never sent.
+		return nil, markNotSent(err)
 	}
 	resp.Body = &releasingBody{ReadCloser: resp.Body, release: release}
 	return resp, nil

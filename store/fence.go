@@ -55,19 +55,28 @@ func (s *Store) PlaceOrders(ctx context.Context, productID, token, newStock int6
 	})
 }
 
-// SetStockFenced sets the product's stock while its fence equals token;
-// otherwise it returns an error matching seckill.ErrFenceRejected.
-func (s *Store) SetStockFenced(ctx context.Context, productID, stock, token int64) error {
-	return setStockIfFenced(s.db.WithContext(ctx), productID, stock, token)
-}
-
-func setStockIfFenced(db *gorm.DB, productID, stock, token int64) error {
-	res := db.Exec(setStockFenced, stock, productID, token)
-	if res.Error != nil {
-		return fmt.Errorf("store: set stock of product %d under fence %d: %w", productID, token, res.Error)
+// SetStockFenced, in one transaction, sets the product's stock while its
+// fence equals token and reads the product back, so the answer is the
+// state this write produced and nothing later; otherwise it writes nothing
+// and returns an error matching seckill.ErrFenceRejected. Once the update
+// has matched, the transaction holds SQLite's write lock until commit, so
+// no other write lands between the update and the read.
+func (s *Store) SetStockFenced(ctx context.Context, productID, stock, token int64) (*seckill.Product, error) {
+	var p *seckill.Product
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Exec(setStockFenced, stock, productID, token)
+		if res.Error != nil {
+			return fmt.Errorf("store: set stock of product %d under fence %d: %w", productID, token, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return fmt.Errorf("store: set stock of product %d under fence %d: %w", productID, token, seckill.ErrFenceRejected)
+		}
+		var err error
+		p, err = product(tx, productID)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	if res.RowsAffected == 0 {
-		return fmt.Errorf("store: set stock of product %d under fence %d: %w", productID, token, seckill.ErrFenceRejected)
-	}
-	return nil
+	return p, nil
 }

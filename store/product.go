@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"gorm.io/gorm"
+
 	"github.com/seckill-ref/seckill/internal/seckill"
 )
 
@@ -24,8 +26,13 @@ func (s *Store) CreateProduct(ctx context.Context, p *seckill.Product) error {
 // Product returns one product, or an error matching seckill.ErrNotFound. It
 // reads one row by its primary key, whatever the number of orders.
 func (s *Store) Product(ctx context.Context, id int64) (*seckill.Product, error) {
+	return product(s.db.WithContext(ctx), id)
+}
+
+// product reads one product through db, which may be a transaction.
+func product(db *gorm.DB, id int64) (*seckill.Product, error) {
 	var rows []productRow
-	if err := s.db.WithContext(ctx).Where("id = ?", id).Limit(1).Find(&rows).Error; err != nil {
+	if err := db.Where("id = ?", id).Limit(1).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("store: product %d: %w", id, err)
 	}
 	if len(rows) == 0 {

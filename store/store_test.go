@@ -127,7 +127,7 @@ func TestPlaceOrderFenced(t *testing.T) {
 	if err := s.PlaceOrders(ctx, p.ID, 9, 4, []*seckill.Order{stale}); !errors.Is(err, seckill.ErrFenceRejected) {
 		t.Fatalf("stale PlaceOrder: got %v, want ErrFenceRejected", err)
 	}
-	if err := s.SetStockFenced(ctx, p.ID, 100, 9); !errors.Is(err, seckill.ErrFenceRejected) {
+	if _, err := s.SetStockFenced(ctx, p.ID, 100, 9); !errors.Is(err, seckill.ErrFenceRejected) {
 		t.Fatalf("stale SetStockFenced: got %v, want ErrFenceRejected", err)
 	}
 	got, _ := s.Product(ctx, p.ID)
@@ -153,8 +153,12 @@ func TestPlaceOrderFenced(t *testing.T) {
 	if got.Stock != 4 || got.Sold != 1 {
 		t.Errorf("got stock %d sold %d, want 4 and 1", got.Stock, got.Sold)
 	}
-	if err := s.SetStockFenced(ctx, p.ID, 50, 10); err != nil {
+	set, err := s.SetStockFenced(ctx, p.ID, 50, 10)
+	if err != nil {
 		t.Fatalf("SetStockFenced: %v", err)
+	}
+	if set.Stock != 50 || set.Sold != 1 || set.Fence != 10 {
+		t.Errorf("SetStockFenced answered stock %d sold %d fence %d, want 50, 1 and 10", set.Stock, set.Sold, set.Fence)
 	}
 	if got, _ = s.Product(ctx, p.ID); got.Stock != 50 {
 		t.Errorf("stock after restock: got %d, want 50", got.Stock)

@@ -267,8 +267,8 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	fs.DurationVar(&cfg.LockTTL, "lock-ttl", cfg.LockTTL, "lock lease (env LOCK_TTL)")
 	fs.DurationVar(&cfg.LockWait, "lock-wait", cfg.LockWait, "longest wait for a lock before 503 busy (env LOCK_WAIT)")
 	fs.BoolVar(&cfg.LockRenew, "lock-renew", cfg.LockRenew, "renew leases in the background (env LOCK_RENEW)")
-	fs.IntVar(&cfg.BatchMax, "batch-max", cfg.BatchMax, "most purchases of one product served per lock hold (group commit); 1 serves them one at a time (env BATCH_MAX)")
-	fs.IntVar(&cfg.QueueMax, "queue-max", cfg.QueueMax, "most purchases of one product waiting in this replica; more get 503 busy at once (env QUEUE_MAX)")
+	fs.Var((*decimal)(&cfg.BatchMax), "batch-max", "most purchases of one product served per lock hold (group commit); 1 serves them one at a time (env BATCH_MAX)")
+	fs.Var((*decimal)(&cfg.QueueMax), "queue-max", "most purchases of one product waiting in this replica; more get 503 busy at once (env QUEUE_MAX)")
 	fs.BoolVar(&cfg.UnsafeNoFence, "unsafe-no-fence", cfg.UnsafeNoFence, "UNSAFE, for demonstrations: turn fencing off in redis mode, so a holder whose lease ran out can oversell (env UNSAFE_NO_FENCE)")
 	fs.DurationVar(&cfg.ChaosPause, "chaos-pause", cfg.ChaosPause, "fault injection: lock holders sleep this long between their checks and their writes (env CHAOS_PAUSE)")
 	fs.Float64Var(&cfg.ChaosProb, "chaos-prob", cfg.ChaosProb, "fault injection: `probability` (0..1) of the chaos pause (env CHAOS_PROB)")
@@ -294,6 +294,25 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 		return cfg, fmt.Errorf("log level %q: want debug, info, warn or error", level)
 	}
 	return cfg, cfg.Validate()
+}
+
+// decimal is an int flag read in base 10 only, as its environment variable
+// is: flag.IntVar would read "010" as octal 8 and "0x10" as 16.
+type decimal int
+
+func (d *decimal) String() string { return strconv.Itoa(int(*d)) }
+
+func (d *decimal) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		var num *strconv.NumError
+		if errors.As(err, &num) {
+			return num.Err
+		}
+		return err
+	}
+	*d = decimal(n)
+	return nil
 }
 
 // envReader parses environment variables into config fields, keeping the

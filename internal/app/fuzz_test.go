@@ -147,6 +147,7 @@ func FuzzConfigEnvMatchesFlag(f *testing.F) {
 		{"LOCK_TTL", "3s"}, {"LOCK_WAIT", "-1s"}, {"LOCK_RENEW", "t"}, {"UNSAFE_NO_FENCE", "0"},
 		{"CHAOS_PAUSE", "2562047h"}, {"CHAOS_PROB", "0x1p-2"}, {"CHAOS_PROB", "NaN"}, {"LOG_LEVEL", "warn+1"},
 		{"SHUTDOWN_TIMEOUT", " 1s"}, {"READ_TIMEOUT", "1ms"}, {"WRITE_TIMEOUT", "2s"}, {"IDLE_TIMEOUT", "5s"},
+		{"QUEUE_MAX", "010"}, {"BATCH_MAX", "0x10"},
 	} {
 		for i, s := range all {
 			if s.env == seed[0] {

@@ -2,6 +2,7 @@ package demo_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -39,6 +40,7 @@ func TestDemoPasses(t *testing.T) {
 // so, with the exit status CI reads: 1 plainly, 0 when the oversell is
 // what was expected.
 func TestDemoDetectsOversell(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
 	for _, tt := range []struct {
 		name    string
 		extra   []string
@@ -62,6 +64,47 @@ func TestDemoDetectsOversell(t *testing.T) {
 		})
 	}
 }
+
+// With reads and restocks mixed in (at most 8 requests in flight), the
+// linearizability check judges every answer: yes under the Redis lock, NO
+// under the local lock of two replicas, whose lost updates show in the
+// reads.
+func TestDemoMixedSaleIsChecked(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
+	mixed := []string{"-buyers", "600", "-stock", "50", "-mix", "reads=10%,restocks=5/s"}
+	for _, tt := range []struct {
+		lock, want, verdict string
+	}{
+		{"redis", "linearizable: yes (", "demo: PASS: every safety invariant held, nothing oversold, the history is linearizable"},
+		{"local", "linearizable: NO (product 1: starting from stock 50", "demo: PASS"},
+	} {
+		t.Run(tt.lock, func(t *testing.T) {
+			extra := []string{"-lock", tt.lock}
+			if tt.lock != "redis" {
+				extra = append(extra, "-expect-oversell")
+			}
+			r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": "server"}, append(mixed, extra...)...)
+			if r.code != 0 {
+				t.Errorf("exit status: got %d, want 0", r.code)
+			}
+			for _, want := range []string{"mixed in: reads=10%,restocks=5/s, at most 8 requests in flight", tt.want, tt.verdict} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("stdout lacks %q", want)
+				}
+			}
+			if m := vizRE.FindStringSubmatch(r.stdout); tt.lock != "redis" {
+				if m == nil {
+					t.Errorf("stdout names no visualization of the violation")
+				} else if _, err := os.Stat(m[1]); err != nil {
+					t.Errorf("visualization %s: %v", m[1], err)
+				}
+			}
+			assertCleanedUp(t, r)
+		})
+	}
+}
+
+var vizRE = regexp.MustCompile(`porcupine's visualization of product \d+: (\S+)`)
 
 // A Ctrl-C (here: the context ending, which is what the signal does) stops
 // the sale early, with purchases in flight and holding the lock; the demo
@@ -119,6 +162,7 @@ func TestDemoUsage(t *testing.T) {
 		{[]string{"extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"-buyers", "10", "-rate", "5"}, 2, "choose one"},
 		{[]string{"-batch-max", "0"}, 2, "batch max 0"},
+		{[]string{"-mix", "reads=200%"}, 2, "-mix"},
 	} {
 		r := runDemo(t, context.Background(), nil, nil, tt.args...)
 		if r.code != tt.code || !strings.Contains(r.stderr, tt.want) {

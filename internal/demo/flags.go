@@ -51,14 +51,21 @@ ports, runs a flash sale against all of them, prints the report and the
 verdict, and removes everything it started.
 
 The sale is a burst: -buyers buyers at once (or over -burst-window). -rate
-and -duration make it a steady load instead.
+and -duration make it a steady load instead. Every request is recorded, and
+the sale's history is checked for linearizability (porcupine): the report
+says "linearizable: yes", NO with the smallest anomaly found, or unknown,
+which is not a pass. -mix reads=10%,restocks=2/s mixes reads and restocks
+into the sale so that the check sees the state between purchases; the sale
+then runs at most 8 requests in flight (-max-workers), so that the check
+decides in milliseconds.
 
 -matrix runs a short sale per lock mode and fault instead, and prints one
 table that shows where the sale oversells and where it does not.
 
 Exit status: 0 when the verdict is a pass (with -matrix: every row as
-expected), 1 when it is not (an oversell, or with -expect-oversell none),
-2 for usage errors and failures to start or to run.
+expected), 1 when it is not (an oversell or a history that is not
+linearizable, or with -expect-oversell neither), 2 for usage errors and
+failures to start or to run.
 
 Environment: SECKILL_DEMO_REDIS=auto|server|embedded is the default of -redis.
 
@@ -67,7 +74,7 @@ Flags:
 
 // serviceFlags are the flags that configure the replicas: -matrix sets
 // them per row, so giving one with -matrix is a mistake worth saying.
-var serviceFlags = []string{"lock", "lock-ttl", "lock-renew", "batch-max", "chaos-pause", "chaos-prob", "unsafe-no-fence", "expect-oversell", "out", "plot"}
+var serviceFlags = []string{"lock", "lock-ttl", "lock-renew", "batch-max", "chaos-pause", "chaos-prob", "unsafe-no-fence", "expect-oversell", "out", "plot", "history"}
 
 // parseFlags turns args into options. It returns flag.ErrHelp for -h, and
 // errFlagParse when the flag package has already printed the problem.
@@ -98,6 +105,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.BoolVar(&o.sale.ExpectOversell, "expect-oversell", false, "pass only if an oversell is detected (for the broken lock modes)")
 	fs.StringVar(&o.sale.Out, "out", "", "write Vegeta's results to this `file` (gob, for vegeta report and vegeta plot)")
 	fs.StringVar(&o.sale.Plot, "plot", "", "write Vegeta's HTML latency plot to this `file`")
+	fs.IntVar(&o.sale.MaxWorkers, "max-workers", 0, "most requests in flight (attack workers and connections per replica); 0: one per buyer of a burst")
+	mix := fs.String("mix", "", "mix reads and restocks into the sale for the linearizability check, e.g. reads=10%,restocks=1/s")
+	fs.StringVar(&o.sale.History, "history", "", "write the sale's history, one operation per line, to this `file` (JSON lines)")
+	fs.DurationVar(&o.sale.CheckTimeout, "check-timeout", loadtest.DefaultCheckTimeout, "longest linearizability check; past it the verdict is unknown")
 
 	lock := string(o.svc.Lock)
 	fs.StringVar(&lock, "lock", lock, "lock `mode`: redis, none (no lock: oversells) or local (in-process mutex: oversells with 2 replicas)")
@@ -121,6 +132,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	o.svc.Lock = app.LockMode(strings.ToLower(lock))
 	if err := loadtest.ShapeFromFlags(fs, &o.sale); err != nil {
 		return o, err
+	}
+	var err error
+	if o.sale.Mix, err = loadtest.ParseMix(*mix); err != nil {
+		return o, fmt.Errorf("-mix: %w", err)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -119,7 +119,23 @@ type result struct {
 	output                   bytes.Buffer // the sale's full report, shown if the row fails
 }
 
-func (r *result) matched() bool { return r.ran && r.err == nil && r.rep.Oversold == r.oversell }
+// matched reports whether the row came out as expected: an oversell
+// where one is expected; otherwise none, and a history checked
+// linearizable (NO or unknown is not a pass).
+func (r *result) matched() bool {
+	if !r.ran || r.err != nil || r.rep.Oversold != r.oversell {
+		return false
+	}
+	return r.oversell || r.rep.Linearizability.Verdict == loadtest.LinYes
+}
+
+// linText is the row's linearizable column.
+func (r *result) linText() string {
+	if v := r.rep.Linearizability.Verdict; v != loadtest.LinNotChecked {
+		return string(v)
+	}
+	return "-"
+}
 
 // runMatrix runs every row on one Redis, each on fresh replicas with a
 // fresh database, and prints the table and a verdict per row. It returns
@@ -148,6 +164,9 @@ func runMatrix(ctx context.Context, o options, rds *redisHandle, logger *slog.Lo
 		case res.rep.Oversold:
 			status = "oversold: YES"
 		}
+		if res.err == nil && res.ran {
+			status += ", linearizable: " + res.linText()
+		}
 		fmt.Fprintf(stdout, "%s (%.1fs)\n", status, time.Since(start).Seconds())
 		if res.err != nil {
 			fmt.Fprintf(stderr, "demo: %s %s: %v\n", r.mode, r.fault, res.err)
@@ -170,6 +189,7 @@ func runRow(ctx context.Context, o options, rds *redisHandle, logger *slog.Logge
 	sale := o.sale
 	sale.Targets, sale.AdminToken = c.urls, cfg.AdminToken
 	sale.ProgressMode = loadtest.ProgressOff
+	sale.NoVisualization = true // one per broken row would only clutter the temporary directory
 	res.rep, res.err = loadtest.Run(ctx, sale, &res.output)
 	res.ran = ctx.Err() == nil
 	res.fenceRejected, res.leaseLost = c.counters()
@@ -182,7 +202,7 @@ func runRow(ctx context.Context, o options, rds *redisHandle, logger *slog.Logge
 // and the fault mean.
 func writeTable(w io.Writer, o options, results []*result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "mode\tbatch\treplicas\tfault\torders\tstock left\toversold\tpurchases/s\trequests/s\tp99\tfence rejected\tleases lost")
+	fmt.Fprintln(tw, "mode\tbatch\treplicas\tfault\torders\tstock left\toversold\tlinearizable\tpurchases/s\trequests/s\tp99\tfence rejected\tleases lost")
 	for _, r := range results {
 		fault := r.fault
 		if fault == "" {
@@ -199,14 +219,16 @@ func writeTable(w io.Writer, o options, results []*result) {
 			if r.rep.Oversold {
 				oversold = "YES"
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%.0f\t%v\t%d\t%d\n", r.rep.After.Sold, r.rep.After.Stock, oversold,
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%.0f\t%.0f\t%v\t%d\t%d\n", r.rep.After.Sold, r.rep.After.Stock, oversold, r.linText(),
 				r.rep.PurchaseRate, r.rep.RequestRate, roundDuration(r.rep.Latency.P99), r.fenceRejected, r.leaseLost)
 		}
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "\nstock: %d per sale, load: %s, nothing injected but the fault column.\n"+
 		"oversold: a safety invariant of the load test failed (stock left + orders = stock, stock >= 0, one order per 201\n"+
-		"and per user). batch: purchases per lock hold. purchases/s: while selling; requests/s and p99: all requests.\n"+
+		"and per user). linearizable: the sale's history checked against a model of the API (porcupine); NO when no\n"+
+		"order of the requests explains their answers. batch: purchases per lock hold. purchases/s: while selling;\n"+
+		"requests/s and p99: all requests.\n"+
 		"lease expiry: lock TTL %v, renewal off, holders work %v and %.0f%% of them stall %v more, so their leases run\n"+
 		"out mid-purchase. fence rejected: late writes the database refused (a token older than the current holder's).\n",
 		o.sale.Stock, shapeText(o.sale), faultTTL, faultWork, faultProb*100, faultPause)
@@ -231,13 +253,16 @@ func writeVerdicts(w io.Writer, results []*result, interrupted bool) int {
 		case r.matched() && r.oversell:
 			fmt.Fprintf(w, "ok       %s oversold, as expected: %s\n", name, r.why)
 		case r.matched():
-			fmt.Fprintf(w, "ok       %s did not oversell, as expected: %s\n", name, r.why)
+			fmt.Fprintf(w, "ok       %s did not oversell and is linearizable, as expected: %s\n", name, r.why)
 		case r.oversell:
 			bad++
 			fmt.Fprintf(w, "MISMATCH %s did not oversell, but it should have: the race did not happen in this run\n", name)
-		default:
+		case r.rep.Oversold:
 			bad++
 			fmt.Fprintf(w, "MISMATCH %s OVERSOLD, and it must not\n", name)
+		default:
+			bad++
+			fmt.Fprintf(w, "MISMATCH %s did not oversell, but its history must be linearizable: %s\n", name, r.rep.Linearizability.Line())
 		}
 	}
 	for _, r := range results {

@@ -131,6 +131,9 @@ func runSale(t *testing.T, cfg loadtest.Config, fault func(ctx context.Context) 
 		rep      loadtest.Report
 		runErr   error
 	)
+	// A control's violation gets porcupine's visualization; the test's
+	// directory keeps it out of the shared temporary directory.
+	cfg.Visualization = filepath.Join(t.TempDir(), "linearizability.html")
 	start := time.Now()
 	if fault != nil {
 		wg.Go(func() {
@@ -163,7 +166,9 @@ func runSale(t *testing.T, cfg loadtest.Config, fault func(ctx context.Context) 
 
 // assertSafe checks the load test's safety invariants (1-5: stock >= 0,
 // sold == orders, stock + sold == S, every 201 matched by an order of this
-// run, no user with two orders) and that the sale ran its course.
+// run, no user with two orders), that the sale's history is linearizable
+// (every answer fits one order of the requests, with real time), and that
+// the sale ran its course.
 func assertSafe(t *testing.T, rep loadtest.Report) {
 	t.Helper()
 	if rep.Stopped != "" {
@@ -177,6 +182,11 @@ func assertSafe(t *testing.T, rep loadtest.Report) {
 			t.Errorf("invariant (%d) %s: got %s, want PASS: %s", inv.Number, inv.Name, inv.Status, inv.Detail)
 		}
 	}
+	if lin := rep.Linearizability; lin.Verdict != loadtest.LinYes {
+		t.Errorf("got %s, want linearizable: yes", lin.Line())
+	} else {
+		t.Log(lin.Line())
+	}
 	if rep.Oversold || !rep.OK() {
 		t.Errorf("verdict: got %q, want no oversell", rep.Verdict())
 	}
@@ -187,8 +197,8 @@ func assertSafe(t *testing.T, rep loadtest.Report) {
 func assertOversold(t *testing.T, rep loadtest.Report) {
 	t.Helper()
 	s := rep.Before.Stock + rep.Before.Sold
-	t.Logf("control: S = %d, after the sale stock %d and %d sold: oversold by %d; 201s %d",
-		s, rep.After.Stock, rep.After.Sold, rep.After.Stock+rep.After.Sold-s, rep.Created)
+	t.Logf("control: S = %d, after the sale stock %d and %d sold: oversold by %d; 201s %d; %s",
+		s, rep.After.Stock, rep.After.Sold, rep.After.Stock+rep.After.Sold-s, rep.Created, rep.Linearizability.Line())
 	if !rep.Oversold {
 		t.Errorf("with the protection off, got no oversell, want one: the scenario would not catch the failure it is about")
 	}

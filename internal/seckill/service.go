@@ -152,6 +152,9 @@ func (s *Service) Orders(ctx context.Context, productID int64, q OrderQuery) (*O
 // Restock sets a product's stock. It takes the product's lock and fence like
 // a purchase does: a restock written between a purchase's read and its
 // write-back would otherwise be overwritten by "the value read minus one".
+// The product it returns is the state the restock produced, read inside the
+// lock (with fencing, in the write's own transaction): a purchase that ran
+// after the restock is not in it, so the answer shows the stock that was set.
 func (s *Service) Restock(ctx context.Context, id, stock int64) (*Product, error) {
 	if err := ValidateProductID(id); err != nil {
 		return nil, err
@@ -162,19 +165,26 @@ func (s *Service) Restock(ctx context.Context, id, stock int64) (*Product, error
 	if _, err := s.store.Product(ctx, id); err != nil {
 		return nil, err
 	}
+	var p *Product
 	err := s.locked(ctx, id, func(ctx context.Context, token int64) error {
+		var err error
 		if s.unfenced {
-			return s.store.SetStock(ctx, id, stock)
-		}
-		if err := s.claim(ctx, id, token); err != nil {
+			if err = s.store.SetStock(ctx, id, stock); err != nil {
+				return err
+			}
+			p, err = s.store.Product(ctx, id)
 			return err
 		}
-		return s.fenced(FenceWrite, s.store.SetStockFenced(ctx, id, stock, token))
+		if err = s.claim(ctx, id, token); err != nil {
+			return err
+		}
+		p, err = s.store.SetStockFenced(ctx, id, stock, token)
+		return s.fenced(FenceWrite, err)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return s.store.Product(ctx, id)
+	return p, nil
 }
 
 // Ready reports whether the database and the lock service answer.

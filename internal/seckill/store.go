@@ -31,9 +31,11 @@ type Store interface {
 	// nothing and returns ErrFenceRejected (step 6). It sets the orders'
 	// ids.
 	PlaceOrders(ctx context.Context, productID, token, newStock int64, orders []*Order) error
-	// SetStockFenced sets the product's stock while its fence equals token,
-	// and returns ErrFenceRejected otherwise (a restock under the lock).
-	SetStockFenced(ctx context.Context, productID, stock, token int64) error
+	// SetStockFenced, in one transaction, sets the product's stock while
+	// its fence equals token and returns the product as that write left
+	// it; otherwise it writes nothing and returns ErrFenceRejected (a
+	// restock under the lock).
+	SetStockFenced(ctx context.Context, productID, stock, token int64) (*Product, error)
 
 	// InsertOrder inserts o and adds one to the product's Sold, with no
 	// condition, and sets o.ID (seed 002's unfenced sequence).

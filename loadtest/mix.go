@@ -1,0 +1,271 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+// Mix is what is mixed into the purchases of a sale so that the
+// linearizability check sees more than purchases: reads of the product,
+// which show the state between purchases (a lost update, an order seen
+// before its stock went down), and restocks, which make a sold-out answer
+// wrong again (a stale sold-out). The zero value mixes nothing in.
+type Mix struct {
+	// Reads is the share, in [0, 1), of the attack's requests that read
+	// the product (GET /api/v1/products/:id) instead of buying. They go
+	// round-robin over the targets, like the purchases, and count towards
+	// MaxRequests.
+	Reads float64
+	// Restocks is how many restocks a second (PUT
+	// /api/v1/products/:id/stock) run beside the attack, one at a time and
+	// round-robin over the targets, each to a random stock from 0 to the
+	// stock the sale started with. They need the admin token.
+	Restocks float64
+}
+
+// maxRestockRate bounds Mix.Restocks: restocks run one at a time, and more
+// would only queue behind each other.
+const maxRestockRate = 100
+
+// ParseMix reads a mix such as "reads=10%,restocks=1/s": reads as a
+// percentage or a fraction ("reads=0.1"), restocks as a rate per second
+// ("restocks=2/s", "restocks=2"), per minute ("restocks=30/m") or as an
+// interval ("restocks=500ms"). "" and "none" mix nothing in.
+func ParseMix(s string) (Mix, error) {
+	var m Mix
+	s = strings.TrimSpace(s)
+	if s == "" || s == "none" {
+		return m, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		key, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return Mix{}, fmt.Errorf("mix %q: %q is not key=value (reads=10%%,restocks=1/s)", s, part)
+		}
+		var err error
+		switch strings.TrimSpace(key) {
+		case "reads":
+			m.Reads, err = parseShare(strings.TrimSpace(val))
+		case "restocks":
+			m.Restocks, err = parseRate(strings.TrimSpace(val))
+		default:
+			err = fmt.Errorf("unknown key %q: want reads or restocks", key)
+		}
+		if err != nil {
+			return Mix{}, fmt.Errorf("mix %q: %w", s, err)
+		}
+	}
+	return m, m.validate()
+}
+
+func parseShare(v string) (float64, error) {
+	pct := strings.HasSuffix(v, "%")
+	f, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
+	if err != nil {
+		return 0, fmt.Errorf("reads %q: want a percentage (10%%) or a fraction (0.1)", v)
+	}
+	if pct {
+		f /= 100
+	}
+	return f, nil
+}
+
+func parseRate(v string) (float64, error) {
+	if d, err := time.ParseDuration(v); err == nil {
+		if d <= 0 {
+			return 0, fmt.Errorf("restocks every %v: want a positive interval", d)
+		}
+		return float64(time.Second) / float64(d), nil
+	}
+	num, per, _ := strings.Cut(v, "/")
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return 0, fmt.Errorf("restocks %q: want a rate (1/s, 30/m) or an interval (500ms)", v)
+	}
+	switch per {
+	case "", "s":
+	case "m":
+		f /= 60
+	default:
+		return 0, fmt.Errorf("restocks %q: want a rate per second (/s) or per minute (/m)", v)
+	}
+	return f, nil
+}
+
+func (m Mix) validate() error {
+	switch {
+	case math.IsNaN(m.Reads) || m.Reads < 0 || m.Reads >= 1:
+		return fmt.Errorf("reads %v: want a share from 0 up to, not including, 100%%", m.Reads)
+	case math.IsNaN(m.Restocks) || m.Restocks < 0 || m.Restocks > maxRestockRate:
+		return fmt.Errorf("restocks %v/s: want 0 to %d a second", m.Restocks, maxRestockRate)
+	}
+	return nil
+}
+
+// String is the mix as ParseMix reads it, "" for none.
+func (m Mix) String() string {
+	var parts []string
+	if m.Reads > 0 {
+		parts = append(parts, "reads="+strconv.FormatFloat(m.Reads*100, 'g', 4, 64)+"%")
+	}
+	if m.Restocks > 0 {
+		parts = append(parts, "restocks="+strconv.FormatFloat(m.Restocks, 'g', 4, 64)+"/s")
+	}
+	return strings.Join(parts, ",")
+}
+
+// readFragment marks the attack's reads, as the buyer's fragment marks its
+// purchases: Vegeta copies the URL into each result.
+const readFragment = "#read"
+
+// isRead reports whether a result's URL is one of the attack's reads.
+func isRead(rawURL string) bool { return strings.HasSuffix(rawURL, readFragment) }
+
+// mixTargeter returns the attack's targeter: purchases from b, and a share
+// of reads of the product spread evenly (request n reads when the running
+// total floor(n*share) steps up), round-robin over targets.
+func mixTargeter(b *buyers, targets []string, productID int64, share float64) vegeta.Targeter {
+	purchase := b.targeter()
+	if share <= 0 {
+		return purchase
+	}
+	urls := make([]string, len(targets))
+	for i, t := range targets {
+		urls[i] = t + "/api/v1/products/" + strconv.FormatInt(productID, 10) + readFragment
+	}
+	var mu sync.Mutex
+	var n, reads uint64
+	return func(t *vegeta.Target) error {
+		mu.Lock()
+		i := n
+		n++
+		read := math.Floor(float64(i+1)*share) > math.Floor(float64(i)*share)
+		url := urls[reads%uint64(len(urls))]
+		if read {
+			reads++
+		}
+		mu.Unlock()
+		if !read {
+			return purchase(t)
+		}
+		t.Method, t.URL, t.Body, t.Header = http.MethodGet, url, nil, nil
+		return nil
+	}
+}
+
+// restocks is the outcome of the restocks of a run.
+type restocks struct {
+	sent int
+	// last is the answer of the last restock that succeeded; known is
+	// false when a restock after it has an unknown outcome (or, with no
+	// success, when any has), so the stock it left is not known.
+	last  *Product
+	known bool
+}
+
+// runRestocks restocks the product every 1/rate, one at a time and
+// round-robin over apis, to a random stock from 0 to most, recording each
+// into h, until stop is closed or ctx ends (which also aborts a restock in
+// flight).
+func runRestocks(ctx context.Context, apis []api, h *history, productID int64, rate float64, most int64, seed uint64, stop <-chan struct{}) restocks {
+	rs := restocks{known: true}
+	rng := rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d))
+	t := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return rs
+		case <-ctx.Done():
+			return rs
+		case <-t.C:
+		}
+		a := apis[i%len(apis)]
+		stock := rng.Int64N(max(most, 0) + 1)
+		call := time.Now()
+		p, err := a.restock(ctx, productID, stock)
+		rs.sent++
+		switch h.restock(productID, a.base, call, time.Now(), stock, p, err) {
+		case ResultOK:
+			rs.last, rs.known = &p, true
+		case ResultAmbiguous:
+			rs.known = false
+		}
+	}
+}
+
+// restock sets the product's stock: PUT /api/v1/products/:id/stock.
+func (a api) restock(ctx context.Context, id, stock int64) (Product, error) {
+	in := struct {
+		Stock int64 `json:"stock"`
+	}{stock}
+	var p Product
+	op := fmt.Sprintf("restock product %d on %s", id, a.base)
+	err := a.do(ctx, op, http.MethodPut, "/api/v1/products/"+strconv.FormatInt(id, 10)+"/stock", in, &p)
+	return p, err
+}
+
+// beside is what runs beside the attack: the history of its results, and
+// the restocks.
+type beside struct {
+	cfg       Config
+	apis      []api
+	hist      *history
+	productID int64
+	most      int64 // the largest stock a restock sets
+
+	reads    int
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	restocks restocks
+}
+
+func newBeside(cfg Config, apis []api, hist *history, before Product) *beside {
+	return &beside{cfg: cfg, apis: apis, hist: hist, productID: before.ID,
+		most: before.Stock + before.Sold, stop: make(chan struct{}), restocks: restocks{known: true}}
+}
+
+// start starts the restocks, if any; they end with end, or with ctx.
+func (s *beside) start(ctx context.Context) {
+	if s.cfg.Mix.Restocks <= 0 {
+		return
+	}
+	s.wg.Go(func() {
+		s.restocks = runRestocks(ctx, s.apis, s.hist, s.productID, s.cfg.Mix.Restocks, s.most, rand.Uint64(), s.stop)
+	})
+}
+
+// result records one result of the attack and reports whether it was a
+// read (not a purchase).
+func (s *beside) result(r *vegeta.Result) (read bool) {
+	s.hist.result(r, s.productID, s.cfg.Targets)
+	if isRead(r.URL) {
+		s.reads++
+		return true
+	}
+	return false
+}
+
+// end stops the restocks, lets one in flight finish, and waits for them.
+func (s *beside) end() {
+	close(s.stop)
+	s.wg.Wait()
+}
+
+// mixText is the mix for the run's header line: "; mixed in:
+// reads=10%, at most 8 requests in flight", or "" for none.
+func mixText(cfg Config) string {
+	if cfg.Mix == (Mix{}) {
+		return ""
+	}
+	return fmt.Sprintf("; mixed in: %s, at most %d requests in flight", cfg.Mix, cfg.MaxWorkers)
+}
