@@ -98,7 +98,7 @@ func BenchmarkUncontended(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, impl := range impls {
 		b.Run(impl, func(b *testing.B) {
-			contention.BenchUncontended(b, instances(b, srv, impl)[0])
+			contention.BenchUncontended(b, instances(b, srv, impl)[0], srv.Client())
 		})
 	}
 }

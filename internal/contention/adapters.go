@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill-ref/seckill/lock"
 	"github.com/seckill-ref/seckill/lock/antipattern"
 )
@@ -46,17 +48,31 @@ func (s seed) Acquire(ctx context.Context) (func(), bool, error) {
 	return func() { _ = s.m.Unlock(ctx, s.key, owner) }, true, nil
 }
 
-// BenchUncontended measures one acquire and release per iteration.
-func BenchUncontended(b *testing.B, l Lock) {
+// BenchUncontended measures one acquire and release per iteration. With
+// admin set (a client of the same redis-server), it also reports what the
+// server spent per acquire+release (MeasureServer), after one warm-up
+// acquisition that loads the scripts.
+func BenchUncontended(b *testing.B, l Lock, admin *redis.Client) {
 	ctx := context.Background()
-	for b.Loop() {
+	once := func() {
 		release, ok, err := l.Acquire(ctx)
 		if err != nil || !ok {
 			b.Fatalf("acquire: %v %v", ok, err)
 		}
 		release()
 	}
+	var report func(int)
+	if admin != nil {
+		once()
+		report = MeasureServer(b, admin)
+	}
+	for b.Loop() {
+		once()
+	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "acq/s")
+	if report != nil {
+		report(b.N)
+	}
 }
 
 // BenchContended runs b.N acquisitions by goroutines goroutines over locks,
