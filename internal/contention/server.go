@@ -23,6 +23,7 @@ type ServerCost struct {
 	Usec   int64            // µs spent inside them (commandstats usec)
 	CPU    time.Duration    // redis-server's user + system CPU time
 	ByName map[string]int64 // calls per command
+	UsecBy map[string]int64 // µs per command
 }
 
 // Snapshot reads the server's counters through c. Commands the
@@ -32,7 +33,7 @@ func Snapshot(ctx context.Context, c *redis.Client) (ServerCost, error) {
 	if err != nil {
 		return ServerCost{}, err
 	}
-	s := ServerCost{ByName: map[string]int64{}}
+	s := ServerCost{ByName: map[string]int64{}, UsecBy: map[string]int64{}}
 	var cpu float64
 	for line := range strings.Lines(info) {
 		line = strings.TrimSpace(line)
@@ -45,6 +46,7 @@ func Snapshot(ctx context.Context, c *redis.Client) (ServerCost, error) {
 			s.Calls += calls
 			s.Usec += usec
 			s.ByName[name] = calls
+			s.UsecBy[name] = usec
 			continue
 		}
 		if name, v, ok := strings.Cut(line, ":"); ok && (name == "used_cpu_sys" || name == "used_cpu_user") {
@@ -69,10 +71,12 @@ func statField(fields, name string) int64 {
 
 // Sub is the cost between an earlier snapshot and s.
 func (s ServerCost) Sub(earlier ServerCost) ServerCost {
-	d := ServerCost{Calls: s.Calls - earlier.Calls, Usec: s.Usec - earlier.Usec, CPU: s.CPU - earlier.CPU, ByName: map[string]int64{}}
+	d := ServerCost{Calls: s.Calls - earlier.Calls, Usec: s.Usec - earlier.Usec, CPU: s.CPU - earlier.CPU,
+		ByName: map[string]int64{}, UsecBy: map[string]int64{}}
 	for name, n := range s.ByName {
 		if n -= earlier.ByName[name]; n != 0 {
 			d.ByName[name] = n
+			d.UsecBy[name] = s.UsecBy[name] - earlier.UsecBy[name]
 		}
 	}
 	return d
@@ -80,7 +84,7 @@ func (s ServerCost) Sub(earlier ServerCost) ServerCost {
 
 // Report adds the cost per operation, for ops operations, to b's output:
 // commands, µs inside Redis commands, and redis-server CPU µs; and logs
-// the commands by name.
+// the commands, and the µs inside them, by name.
 func (s ServerCost) Report(b *testing.B, ops int) {
 	n := float64(ops)
 	b.ReportMetric(float64(s.Calls)/n, "cmds/op")
@@ -88,9 +92,9 @@ func (s ServerCost) Report(b *testing.B, ops int) {
 	b.ReportMetric(float64(s.CPU.Microseconds())/n, "cpu-µs/op")
 	var parts []string
 	for _, name := range slices.Sorted(maps.Keys(s.ByName)) {
-		parts = append(parts, fmt.Sprintf("%s×%.2f", name, float64(s.ByName[name])/n))
+		parts = append(parts, fmt.Sprintf("%s×%.2f (%.2f µs)", name, float64(s.ByName[name])/n, float64(s.UsecBy[name])/n))
 	}
-	b.Logf("commands per op over %d ops: %s", ops, strings.Join(parts, " "))
+	b.Logf("commands per op over %d ops (µs inside each, per op): %s", ops, strings.Join(parts, " "))
 }
 
 // MeasureServer snapshots the server behind c now; the returned function
