@@ -19,10 +19,14 @@ func SetHealthInterval(d time.Duration) (restore func()) {
 // replaces one of its functions.
 const (
 	// CountingTokens issues tokens from a counter alone, starting at 1
-	// when it is missing: a restart without persistence starts over.
+	// when it is missing (kept with the counter's lifetime, as
+	// next_token does): a restart without persistence, or the counter's
+	// expiry, starts over.
 	CountingTokens = `
 next_token = function()
-  return redis.call('INCR', fence_key)
+  local tok = tonumber(redis.call('GET', fence_key) or '0') + 1
+  set_fence(tok)
+  return tok
 end
 `
 	// FullLeaseGrants grants every waiting process the full lease, also
@@ -51,10 +55,18 @@ end
 
 // UseScriptRule makes Lockers created from now on run scripts with rule
 // (one of the constants above) in place; restore undoes it for later ones.
+// A rule that replaces next_token follows token.lua, any other common.lua.
 func UseScriptRule(rule string) (restore func()) {
 	old, oldRule := safeScripts, scriptRule
-	safeScripts, scriptRule = newScriptSet(rule), rule
+	safeScripts, scriptRule = ruleScripts(rule), rule
 	return func() { safeScripts, scriptRule = old, oldRule }
+}
+
+func ruleScripts(rule string) *scriptSet {
+	if strings.Contains(rule, "next_token =") {
+		return newScriptSet(rule, "")
+	}
+	return newScriptSet("", rule)
 }
 
 // scriptRule is the rule UseScriptRule put in place, "" for none.
@@ -82,6 +94,14 @@ end
 func RetryScriptCalls() (restore func()) {
 	testRetryScriptCalls = true
 	return func() { testRetryScriptCalls = false }
+}
+
+// NoReleaseInference makes a Release whose first call's reply was lost
+// report only what its second call saw; restore undoes it. No Locker may
+// be in use when either is called.
+func NoReleaseInference() (restore func()) {
+	testNoReleaseInference = true
+	return func() { testNoReleaseInference = false }
 }
 
 // KeepSubMillisecond makes Lockers created from now on keep durations finer
@@ -113,8 +133,8 @@ func OnEvent(fn func(event, name string)) (restore func()) {
 // through EVALSHA (with the rule UseScriptRule put in place, if any), to
 // load them into a server's script cache.
 func ScriptSources() []string {
-	head := commonLua + scriptRule
-	return []string{head + acquireLua, head + releaseLua, head + withdrawLua, extendLua}
+	s := ruleScripts(scriptRule)
+	return []string{s.acquire.src, s.release.src, s.withdraw.src, extendLua}
 }
 
 // ScriptCall says which of the lock's script calls the command args (as

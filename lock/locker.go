@@ -302,24 +302,53 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, star
 // tryOnce is the uncontended path: one acquire script that takes the lock
 // if it is free and nobody is queued for it. It returns the lock won, or
 // (nil, nil) when the lock is taken.
+//
+// The call is never sent twice with one ticket (single.acquire says why).
+// When it fails without a reply, the script may have run and taken the
+// lock, or may still run: fail closed, void the ticket (bsm/redislock
+// leaves such a lock orphaned until its TTL). Then try again with a new
+// ticket, up to tryAttempts in all, as go-redis would have retried the
+// call: a broken pooled connection or a server restarting should not fail
+// an Acquire that a moment later would succeed.
 func (l *Locker) tryOnce(ctx context.Context, q *queue) (*grant, error) {
-	ticket := uuid.NewString()
-	res, err := l.b.acquire(ctx, q.k, ticket, modeNoQueue)
-	if err != nil {
-		// The script may have run and taken the lock although we never saw
-		// the reply, or may still run: go-redis may also have retried it
-		// and returned only the last attempt's error. (bsm/redislock leaves
-		// such a lock orphaned until its TTL.) Fail closed: void the ticket.
+	var err error
+	for attempt := 1; ; attempt++ {
+		ticket := uuid.NewString()
+		var res acquireResult
+		res, err = l.b.acquire(ctx, q.k, ticket, modeNoQueue)
+		if err == nil {
+			if res.status != acquired {
+				return nil, nil
+			}
+			return &grant{ticket: ticket, token: res.token, deadline: res.deadline}, nil
+		}
 		l.cleanup(ctx, q.k, ticket)
 		if ctx.Err() != nil {
 			return nil, notAcquired(q.name, ctx.Err())
 		}
-		return nil, notAcquired(q.name, err)
+		if attempt == tryAttempts || !sleepCtx(ctx, l.ctx, l.backoff(attempt)) {
+			return nil, notAcquired(q.name, err)
+		}
 	}
-	if res.status != acquired {
-		return nil, nil
+}
+
+// tryAttempts bounds tryOnce's attempts after calls that failed without a
+// reply.
+const tryAttempts = 3
+
+// sleepCtx waits d, and reports false if ctx or the Locker's context ended
+// first.
+func sleepCtx(ctx, lctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-lctx.Done():
+		return false
 	}
-	return &grant{ticket: ticket, token: res.token, deadline: res.deadline}, nil
 }
 
 // isClosed reports whether Close has begun.

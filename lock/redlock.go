@@ -144,6 +144,7 @@ func (r *redlock) acquire(ctx context.Context, k keys, ticket string, _ acquireM
 	replies := onEach(ctx, r, func(ctx context.Context, _ int, c redis.UniversalClient) ([]int64, error) {
 		return r.acquireScript.Run(ctx, c, k.forTicket(ticket),
 			ticket, r.opts.TTL.Milliseconds(), "redlock", string(modeNoQueue), r.opts.entryLease().Milliseconds(), k.channel,
+			r.opts.fenceTTLms(),
 		).Int64Slice()
 	})
 	var held []int
@@ -187,7 +188,7 @@ func (r *redlock) raiseFences(ctx context.Context, k keys, held []int, token int
 		if !want[i] {
 			return false, nil
 		}
-		return true, raiseFenceScript.Run(ctx, c, []string{k.fence}, tok).Err()
+		return true, raiseFenceScript.Run(ctx, c, []string{k.fence}, tok, r.opts.fenceTTLms()).Err()
 	})
 	raised := 0
 	for _, rep := range replies {

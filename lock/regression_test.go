@@ -350,6 +350,53 @@ func TestRetriedReleaseIsIdempotent(t *testing.T) {
 	release(t, lk)
 }
 
+// A release whose reply was lost is asked again without a ticket to queue,
+// and that second call finds the lock gone: the first released it, and no
+// tombstone says so. Until its deadline the key could only have been
+// deleted by its owner, so a second call answered before the deadline
+// means the first released: Release reports success. The control reports
+// only what the second call saw, and Release says the lock was not held.
+
+func TestReleaseWithLostReplyReportsReleased(t *testing.T) {
+	if err := releaseWithLostReply(t); err != nil {
+		t.Errorf("Release whose first reply was lost = %v, want nil: the first call released", err)
+	}
+}
+
+func TestReleaseWithLostReplyControlNoInference(t *testing.T) {
+	t.Cleanup(lock.NoReleaseInference()) // restored after the test's Lockers are closed
+	err := releaseWithLostReply(t)
+	if !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("control: Release = %v, want ErrNotHeld: the test would not catch a release that reports only what it saw", err)
+	}
+	t.Logf("control: %v", err)
+}
+
+// releaseWithLostReply acquires "res", loses the reply to its release, and
+// returns Release's error, once the lock is checked to be gone.
+func releaseWithLostReply(t *testing.T) error {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	loadScripts(t, admin)
+	var armed atomic.Bool
+	c := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
+		return &replyDropConn{Conn: conn, armed: &armed}
+	})
+	l, err := lock.New(c, lock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	lk := mustAcquire(t, l, "res")
+	armed.Store(true)
+	err = lk.Release(ctx)
+	if n := admin.Exists(ctx, lockKey("res")).Val(); n != 0 {
+		t.Fatalf("the lock is still there after Release (%v)", err)
+	}
+	return err
+}
+
 // replyDropConn, once armed, lets the next command written on it reach the
 // server and run, then breaks the connection instead of returning the
 // reply, as a connection reset right after the server answered would.

@@ -12,10 +12,16 @@ import (
 // NOSCRIPT, for example after a restart. Each step of the lock is one script,
 // so each is atomic and costs one round trip.
 var (
+	//go:embed lua/token.lua
+	tokenLua string
 	//go:embed lua/common.lua
 	commonLua string
+	//go:embed lua/acquire_fast.lua
+	acquireFastLua string
 	//go:embed lua/acquire.lua
 	acquireLua string
+	//go:embed lua/release_fast.lua
+	releaseFastLua string
 	//go:embed lua/release.lua
 	releaseLua string
 	//go:embed lua/withdraw.lua
@@ -35,8 +41,8 @@ var (
 
 	// safeScripts are the lock's scripts; counterTokenScripts issue tokens
 	// by the unsafe rule of Options.UnsafeCounterTokens.
-	safeScripts         = newScriptSet("")
-	counterTokenScripts = newScriptSet(unsafeCounterTokensLua)
+	safeScripts         = newScriptSet("", "")
+	counterTokenScripts = newScriptSet(unsafeCounterTokensLua, "")
 )
 
 // scriptSet is the scripts built on common.lua: the ones that issue tokens
@@ -97,15 +103,26 @@ func evalCmd(ctx context.Context, verb, script string, keys []string, args []any
 // go-redis's ordinary retries, to show the failure runOnce prevents.
 var testRetryScriptCalls = false
 
-// newScriptSet builds the scripts with override placed between common.lua
-// and each script's own text, where it may replace the functions that
-// common.lua defines (the token rule).
-func newScriptSet(override string) *scriptSet {
-	head := commonLua + override
+// newScriptSet builds the scripts built on common.lua. Each is, in order:
+//
+//   - token.lua, the clock and the fencing token, then tokenRule, which may
+//     replace its functions (Options.UnsafeCounterTokens);
+//   - the script's fast path (acquire_fast.lua, release_fast.lua), which
+//     settles the uncontended case and returns;
+//   - its general path, wrapped in a function that only the cases the fast
+//     path left run: common.lua, then rule, which may replace common.lua's
+//     functions, then the script's own text. Lua defines a function's local
+//     functions only when it runs, so the fast path pays for none of
+//     common.lua's helpers.
+func newScriptSet(tokenRule, rule string) *scriptSet {
+	build := func(fast, general string) *script {
+		return newScript(tokenLua + tokenRule + fast +
+			"local function general()\n" + commonLua + rule + general + "\nend\nreturn general()\n")
+	}
 	return &scriptSet{
-		acquire:  newScript(head + acquireLua),
-		release:  newScript(head + releaseLua),
-		withdraw: newScript(head + withdrawLua),
+		acquire:  build(acquireFastLua, acquireLua),
+		release:  build(releaseFastLua, releaseLua),
+		withdraw: build("", withdrawLua),
 	}
 }
 

@@ -19,12 +19,13 @@ type single struct {
 
 	// The scripts' constant arguments, converted to interfaces once:
 	// go-redis would otherwise allocate for each, on every call.
-	ttlArg, leaseArg, idArg any
+	ttlArg, leaseArg, idArg, fenceTTLArg any
 }
 
 func newSingle(client redis.UniversalClient, opts Options, id string) *single {
 	return &single{client: client, opts: opts, id: id, scripts: opts.scripts(),
-		ttlArg: opts.TTL.Milliseconds(), leaseArg: opts.entryLease().Milliseconds(), idArg: id}
+		ttlArg: opts.TTL.Milliseconds(), leaseArg: opts.entryLease().Milliseconds(), idArg: id,
+		fenceTTLArg: opts.fenceTTLms()}
 }
 
 // burst is how many hand-offs in a row a process may keep within itself
@@ -45,25 +46,26 @@ func (s *single) subscribers() []redis.UniversalClient { return []redis.Universa
 func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquireMode) (acquireResult, error) {
 	sent := time.Now()
 	keys := k.forTicket(ticket)
-	args := []any{ticket, s.ttlArg, s.idArg, modeArgs[mode], s.leaseArg, k.channelArg}
+	args := []any{ticket, s.ttlArg, s.idArg, modeArgs[mode], s.leaseArg, k.channelArg, s.fenceTTLArg}
 	var cmd *redis.Cmd
-	if mode == modeRegister {
-		// A registration queues the process under its ticket whatever that
-		// ticket went through before. Run a second time, after the ticket
-		// was granted, taken and released in between (nothing in Redis
-		// remembers a released ticket), it would queue the ticket again
-		// and could grant it the lock with nobody to release it. It is
-		// never sent twice; a failed one is withdrawn (afterAttempt).
+	if mode != modeRefresh {
+		// Never sent twice. A registration queues the process under its
+		// ticket whatever that ticket went through before: run a second
+		// time, after the ticket was granted, taken and released in
+		// between (nothing in Redis remembers a released ticket), it would
+		// queue the ticket again and could grant it the lock with nobody
+		// to release it. An uncontended attempt (mode '0') run a second
+		// time after its Lock was released would take the lock again, for
+		// nobody. A failed call is given up instead: its ticket is
+		// withdrawn (tryOnce, afterAttempt), and the tombstone makes a
+		// late run of it fail.
 		cmd = runOnce(ctx, s.client, s.scripts.acquire, keys, args...)
 	} else {
-		// Safe to run twice, so go-redis may retry them. Mode '0' carries
-		// a fresh ticket that was never queued: a second run finds the lock
-		// held by that ticket and reports the same acquisition, or changes
-		// nothing. Mode '2' refreshes only an entry that still carries the
-		// ticket, and a grant removes that entry: after the ticket was
-		// granted, a second run finds the lock held by it (and extends it,
-		// as its holder does), or reports the place lost and changes
-		// nothing.
+		// Safe to run twice, so go-redis may retry it. Mode '2' refreshes
+		// only an entry that still carries the ticket, and a grant removes
+		// that entry: after the ticket was granted, a second run finds the
+		// lock held by it (and extends it, as its holder does), or reports
+		// the place lost and changes nothing.
 		cmd = s.scripts.acquire.Run(ctx, s.client, keys, args...)
 	}
 	v, err := cmd.Int64Slice()
@@ -89,19 +91,21 @@ func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquir
 // twice: if it fails without a reply, the requeue ticket's fate is unknown
 // (the Locker gives it up: requeueLost), and the release is asked again
 // without a ticket to queue, which is safe to repeat. That second call
-// deletes the lock if the first never ran, and reports that it was
-// released if the first did.
+// deletes the lock if the first never ran. If it finds the lock gone or
+// someone else's, the first may have released it or the lease may have
+// ended: the Locker tells which from the Lock's deadline (Locker.release).
 func (s *single) release(ctx context.Context, k keys, owner, requeue string) (releaseResult, error) {
 	sent := time.Now()
-	keys := append(k.forTicket(owner), k.void(requeue))
+	keys := k.forTicket(requeue)
 	v, err := runOnce(ctx, s.client, s.scripts.release, keys,
-		owner, s.idArg, requeue, s.ttlArg, s.leaseArg, k.channelArg, burstArg,
+		owner, s.idArg, requeue, s.ttlArg, s.leaseArg, k.channelArg, burstArg, s.fenceTTLArg,
 	).Slice()
 	lost := err != nil
 	if lost {
 		sent = time.Now()
+		keys = k.forTicket("")
 		v, err = s.scripts.release.Run(ctx, s.client, keys,
-			owner, s.idArg, "", s.ttlArg, s.leaseArg, k.channelArg, burstArg,
+			owner, s.idArg, "", s.ttlArg, s.leaseArg, k.channelArg, burstArg, s.fenceTTLArg,
 		).Slice()
 	}
 	if err != nil {
@@ -121,7 +125,7 @@ func (s *single) release(ctx context.Context, k keys, owner, requeue string) (re
 }
 
 func (s *single) withdraw(ctx context.Context, k keys, ticket string) error {
-	return s.scripts.withdraw.Run(ctx, s.client, k.forTicket(ticket), s.id, ticket, k.channel, s.opts.TTL.Milliseconds()).Err()
+	return s.scripts.withdraw.Run(ctx, s.client, k.forTicket(ticket), s.id, ticket, k.channel, s.opts.TTL.Milliseconds(), s.fenceTTLArg).Err()
 }
 
 func (s *single) extend(ctx context.Context, k keys, owner string) (time.Time, bool, error) {

@@ -218,3 +218,100 @@ func (c *faultyConn) Close() error {
 	}()
 	return nil
 }
+
+// An uncontended attempt whose reply never came may still run, later. If
+// go-redis sent it again and the copy took the lock, the Lock could be
+// released before the first copy arrives, which would then take the lock
+// for a whole TTL, for nobody: a release leaves no tombstone. The Locker
+// never lets go-redis send an attempt twice; it gives the ticket up, so
+// that a late run of it fails, and tries again under a new ticket. The
+// control lets go-redis retry the attempt: the late copy takes the lock.
+
+func TestLateUncontendedAttemptNeverTakesAReleasedLock(t *testing.T) {
+	if err := lateUncontendedAttempt(t); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestLateUncontendedAttemptControlRetriedCallTakesIt(t *testing.T) {
+	t.Cleanup(lock.RetryScriptCalls()) // restored after the test's Lockers are closed
+	err := lateUncontendedAttempt(t)
+	if err == nil {
+		t.Fatal("control: with the attempt retried by go-redis, the check passed: the test would not catch a late attempt taking the lock")
+	}
+	t.Logf("control: %v", err)
+}
+
+// lateUncontendedAttempt: the first uncontended attempt's request is held
+// back 1 s on the network, so its reply does not come within the client's
+// 300 ms read timeout. Acquire must still succeed; once its Lock is
+// released and the held-back request has run, nobody may hold the lock.
+func lateUncontendedAttempt(t *testing.T) error {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	loadScripts(t, admin)
+	var armed atomic.Bool
+	ran := make(chan struct{})
+	c := wrappedClient(t, srv, redis.Options{ReadTimeout: 300 * time.Millisecond}, func(conn net.Conn) net.Conn {
+		return &lateAttemptConn{Conn: conn, armed: &armed, delay: time.Second, ran: ran}
+	})
+	l, err := lock.New(c, lock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	armed.Store(true)
+	lk := mustAcquire(t, l, "res")
+	release(t, lk)
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held-back attempt never ran: the interleaving was not forced")
+	}
+	if owner := admin.Get(ctx, lockKey("res")).Val(); owner != "" {
+		return fmt.Errorf("after the Lock %q was released, a late attempt took the lock for %q, for another %v, and nobody will release it",
+			lk.Owner(), owner, admin.PTTL(ctx, lockKey("res")).Val())
+	}
+	return nil
+}
+
+// lateAttemptConn, once armed, holds the next uncontended acquire written
+// on it back by delay, then sends it, reads its reply (it ran) and closes
+// ran. Meanwhile the client's read times out and it closes the connection,
+// which this defers until then.
+type lateAttemptConn struct {
+	net.Conn
+	armed *atomic.Bool
+	delay time.Duration
+	ran   chan struct{}
+	wg    sync.WaitGroup
+}
+
+func (c *lateAttemptConn) Write(p []byte) (int, error) {
+	if script, mode, _ := lock.ScriptCall(parseCommand(p)); script != "acquire" || mode != "0" || !c.armed.CompareAndSwap(true, false) {
+		return c.Conn.Write(p)
+	}
+	buf := append([]byte(nil), p...)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		time.Sleep(c.delay)
+		_ = c.Conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Conn.Write(buf); err != nil {
+			return
+		}
+		if n, err := c.Conn.Read(make([]byte, 512)); err == nil && n > 0 {
+			close(c.ran)
+		}
+	}()
+	return len(p), nil
+}
+
+func (c *lateAttemptConn) Close() error {
+	go func() {
+		c.wg.Wait()
+		_ = c.Conn.Close()
+	}()
+	return nil
+}
