@@ -108,7 +108,7 @@ func BenchmarkContended(b *testing.B) {
 	for _, n := range []int{8, 64, 256} {
 		for _, impl := range impls {
 			b.Run(fmt.Sprintf("%s/g=%d", impl, n), func(b *testing.B) {
-				contention.BenchContended(b, instances(b, srv, impl), n, hold)
+				contention.BenchContended(b, instances(b, srv, impl), n, hold, srv.Client())
 			})
 		}
 	}

@@ -33,11 +33,11 @@ const (
 	benchTTL  = 10 * time.Second
 )
 
-// instances returns two "processes" of the named implementation, each on
+// instances returns procs "processes" of the named implementation, each on
 // its own client.
-func instances(b *testing.B, srv *redistest.Server, impl string) []contention.Lock {
+func instances(b *testing.B, srv *redistest.Server, impl string, procs int) []contention.Lock {
 	var out []contention.Lock
-	for range 2 {
+	for range procs {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 		b.Cleanup(func() { _ = c.Close() })
 		switch impl {
@@ -59,21 +59,22 @@ func BenchmarkUncontended(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, impl := range []string{"seed", "lock"} {
 		b.Run(impl, func(b *testing.B) {
-			contention.BenchUncontended(b, instances(b, srv, impl)[0], srv.Client())
+			contention.BenchUncontended(b, instances(b, srv, impl, 1)[0], srv.Client())
 		})
 	}
 }
 
-// BenchmarkContended: one hot key, n goroutines spread over two instances,
-// each acquiring (waiting at most 2 s), busy-waiting 200 µs, releasing.
-// See package internal/contention for what is measured and why. The
-// comparison with redsync and bsm/redislock is in the bench module.
+// BenchmarkContended: one hot key, g goroutines spread over p instances
+// ("processes", each a Locker with its own client), each acquiring (waiting
+// at most 2 s), busy-waiting 200 µs, releasing. See package
+// internal/contention for what is measured and why. The comparison with
+// redsync and bsm/redislock is in the bench module.
 func BenchmarkContended(b *testing.B) {
 	srv := redistest.Start(b)
-	for _, n := range []int{8, 64, 256} {
+	for _, c := range []struct{ procs, g int }{{2, 8}, {2, 64}, {2, 256}, {4, 64}, {4, 256}} {
 		for _, impl := range []string{"seed", "lock"} {
-			b.Run(fmt.Sprintf("%s/g=%d", impl, n), func(b *testing.B) {
-				contention.BenchContended(b, instances(b, srv, impl), n, benchHold)
+			b.Run(fmt.Sprintf("%s/p=%d/g=%d", impl, c.procs, c.g), func(b *testing.B) {
+				contention.BenchContended(b, instances(b, srv, impl, c.procs), c.g, benchHold, srv.Client())
 			})
 		}
 	}
@@ -82,13 +83,24 @@ func BenchmarkContended(b *testing.B) {
 // BenchmarkManyNames acquires and releases locks over namesInBench distinct
 // names (b.N acquisitions, 8 goroutines, name i for the i-th), each
 // implementation on its own redis-server, and reports what is left in Redis
-// at the end, per name: keys (DBSIZE) and bytes of used_memory.
+// at the end, per name: keys (DBSIZE) and bytes of used_memory. The
+// lock/fence-ttl=1s case also waits until its keys have expired (FenceTTL
+// 1 s, TTL 1 s) and reports the keys left after that idle second.
 func BenchmarkManyNames(b *testing.B) {
 	for _, impl := range []string{"seed", "lock"} {
 		b.Run(impl, func(b *testing.B) {
 			manyNames(b, impl, lock.Options{TTL: benchTTL, WaitTimeout: benchWait})
 		})
 	}
+	b.Run("lock/fence-ttl=1s", func(b *testing.B) {
+		admin := manyNames(b, "lock", lock.Options{TTL: time.Second, FenceTTL: time.Second, WaitTimeout: benchWait})
+		ctx := context.Background()
+		deadline := time.Now().Add(30 * time.Second)
+		for admin.DBSize(ctx).Val() > 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond) // Redis drops expired keys in the background
+		}
+		b.ReportMetric(float64(admin.DBSize(ctx).Val()), "keys-after-idle")
+	})
 }
 
 const namesInBench = 10_000

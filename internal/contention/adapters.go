@@ -76,8 +76,14 @@ func BenchUncontended(b *testing.B, l Lock, admin *redis.Client) {
 }
 
 // BenchContended runs b.N acquisitions by goroutines goroutines over locks,
-// each holding for hold, and reports them.
-func BenchContended(b *testing.B, locks []Lock, goroutines int, hold time.Duration) {
+// each holding for hold, and reports them. With admin set (a client of the
+// same redis-server), it also reports what the server spent per
+// acquisition (MeasureServer), hand-offs and waiting included.
+func BenchContended(b *testing.B, locks []Lock, goroutines int, hold time.Duration, admin *redis.Client) {
+	var report func(int)
+	if admin != nil {
+		report = MeasureServer(b, admin)
+	}
 	b.ResetTimer()
 	r, err := Run(context.Background(), locks, goroutines, b.N, hold)
 	b.StopTimer()
@@ -85,4 +91,7 @@ func BenchContended(b *testing.B, locks []Lock, goroutines int, hold time.Durati
 		b.Fatal(err)
 	}
 	Report(b, r)
+	if report != nil {
+		report(r.Holds)
+	}
 }
