@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -517,4 +518,32 @@ func (c *slowReplyConn) Read(p []byte) (int, error) {
 		time.Sleep(c.delay)
 	}
 	return n, err
+}
+
+// Options that cannot work are refused by New with an error that names the
+// option; the ones next to them are accepted.
+func TestNewRefusesBadOptions(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never contacted
+	defer c.Close()
+	for _, tc := range []struct {
+		opts lock.Options
+		bad  string // "" when the options are valid
+	}{
+		{lock.Options{TTL: 5 * time.Millisecond}, "TTL"},
+		{lock.Options{TTL: time.Second, FenceTTL: 999 * time.Millisecond}, "FenceTTL"},
+		{lock.Options{TTL: time.Second, FenceTTL: time.Second}, ""},
+		{lock.Options{FenceTTL: -1}, ""},
+		{lock.Options{Prefix: "a{b"}, "Prefix"},
+	} {
+		l, err := lock.New(c, tc.opts)
+		switch {
+		case tc.bad == "" && err != nil:
+			t.Errorf("New(%+v) = %v, want a Locker", tc.opts, err)
+		case tc.bad != "" && (err == nil || !strings.Contains(err.Error(), tc.bad)):
+			t.Errorf("New(%+v) = %v, want an error naming %s", tc.opts, err, tc.bad)
+		}
+		if l != nil {
+			_ = l.Close()
+		}
+	}
 }
