@@ -413,7 +413,9 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 		// or someone else's. The key lives at least until the Lock's
 		// deadline, and only this Lock's owner can delete it before then:
 		// the second call ran before the deadline (its reply came back
-		// earlier), so the first call released it.
+		// earlier), so the first call released it. (A Redis that lost the
+		// key meanwhile, in a restart or a failover, looks the same: the
+		// release cannot tell, and reports it released.)
 		res.released = true
 	}
 
