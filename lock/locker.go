@@ -306,10 +306,11 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, star
 // The call is never sent twice with one ticket (single.acquire says why).
 // When it fails without a reply, the script may have run and taken the
 // lock, or may still run: fail closed, void the ticket (bsm/redislock
-// leaves such a lock orphaned until its TTL). Then try again with a new
-// ticket, up to tryAttempts in all, as go-redis would have retried the
-// call: a broken pooled connection or a server restarting should not fail
-// an Acquire that a moment later would succeed.
+// leaves such a lock orphaned until its TTL). Then, if the backend sends
+// attempts without go-redis's retries, try again with a new ticket, up to
+// tryAttempts in all, as go-redis would have retried the call: a broken
+// pooled connection or a server restarting should not fail an Acquire
+// that a moment later would succeed.
 func (l *Locker) tryOnce(ctx context.Context, q *queue) (*grant, error) {
 	var err error
 	for attempt := 1; ; attempt++ {
@@ -326,7 +327,7 @@ func (l *Locker) tryOnce(ctx context.Context, q *queue) (*grant, error) {
 		if ctx.Err() != nil {
 			return nil, notAcquired(q.name, ctx.Err())
 		}
-		if attempt == tryAttempts || !sleepCtx(ctx, l.ctx, l.backoff(attempt)) {
+		if attempt == tryAttempts || !l.b.sendsAttemptsOnce() || !sleepCtx(ctx, l.ctx, l.backoff(attempt)) {
 			return nil, notAcquired(q.name, err)
 		}
 	}

@@ -85,6 +85,7 @@ type redlock struct {
 }
 
 func (r *redlock) handsOver() bool                      { return false }
+func (r *redlock) sendsAttemptsOnce() bool              { return false }
 func (r *redlock) subscribers() []redis.UniversalClient { return r.nodes }
 func (r *redlock) confirm(context.Context, *Lock) error { return nil }
 

@@ -41,6 +41,7 @@ var burstArg any = burst
 var modeArgs = map[acquireMode]any{modeNoQueue: string(modeNoQueue), modeRegister: string(modeRegister), modeRefresh: string(modeRefresh)}
 
 func (s *single) handsOver() bool                      { return true }
+func (s *single) sendsAttemptsOnce() bool              { return true }
 func (s *single) subscribers() []redis.UniversalClient { return []redis.UniversalClient{s.client} }
 
 func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquireMode) (acquireResult, error) {
