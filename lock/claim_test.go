@@ -180,9 +180,11 @@ func claimAfterRelease(t *testing.T) time.Duration {
 	t.Cleanup(func() { _ = b.Close() })
 	lkA := mustAcquire(t, a, "res")
 	got := make(chan error, 1)
+	measured := make(chan struct{})
 	go func() {
 		lk, err := b.Acquire(ctx, "res")
 		if err == nil {
+			<-measured // B's release would delete the key being measured
 			_ = lk.Release(ctx)
 		}
 		got <- err
@@ -191,8 +193,12 @@ func claimAfterRelease(t *testing.T) time.Duration {
 	armed.Store(true)
 	release(t, lkA)
 	pttl := c.PTTL(ctx, lockKey("res")).Val()
+	close(measured)
 	if err := <-got; err != nil {
 		t.Fatal(err)
+	}
+	if pttl <= 0 {
+		t.Fatalf("the lock was gone right after the release (PTTL %v): the grant's lease was not measured", pttl)
 	}
 	return pttl
 }
