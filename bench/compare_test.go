@@ -98,7 +98,7 @@ func BenchmarkUncontended(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, impl := range impls {
 		b.Run(impl, func(b *testing.B) {
-			contention.BenchUncontended(b, instances(b, srv, impl)[0])
+			contention.BenchUncontended(b, instances(b, srv, impl)[0], srv.Client())
 		})
 	}
 }
@@ -108,7 +108,7 @@ func BenchmarkContended(b *testing.B) {
 	for _, n := range []int{8, 64, 256} {
 		for _, impl := range impls {
 			b.Run(fmt.Sprintf("%s/g=%d", impl, n), func(b *testing.B) {
-				contention.BenchContended(b, instances(b, srv, impl), n, hold)
+				contention.BenchContended(b, instances(b, srv, impl), n, hold, srv.Client())
 			})
 		}
 	}

@@ -32,6 +32,12 @@ type backend interface {
 	// handsOver: a release grants the lock to the next queued process (the
 	// single backend). Otherwise it only wakes waiters, who try again.
 	handsOver() bool
+	// sendsAttemptsOnce: an uncontended attempt (modeNoQueue) is sent
+	// without go-redis's retries, so the Locker tries again itself after
+	// one that failed (tryOnce). A Redlock attempt goes to each node with
+	// that node's client's own retries, and has been undone everywhere
+	// when it fails.
+	sendsAttemptsOnce() bool
 	// subscribers are the clients whose Pub/Sub carries the grants or
 	// wake-ups: one per Redis deployment.
 	subscribers() []redis.UniversalClient
@@ -67,6 +73,9 @@ type releaseResult struct {
 	token    int64     // that grant's fencing token
 	deadline time.Time // and its lease's lower bound
 	ticket   string
+	// requeueLost: the call that carried the requeue ticket got no reply,
+	// so that ticket may or may not be queued (or even granted): give it up.
+	requeueLost bool
 }
 
 // parseGrant splits a grant message: "<process id> <ticket> <token>".

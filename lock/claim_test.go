@@ -3,9 +3,12 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,7 +41,7 @@ func TestGrantToCrashedProcessBlocksOnlyItsClaim(t *testing.T) {
 }
 
 func TestGrantToCrashedProcessControlFullLeaseBlocks(t *testing.T) {
-	defer lock.UseScriptRule(lock.FullLeaseGrants)()
+	t.Cleanup(lock.UseScriptRule(lock.FullLeaseGrants)) // restored after the test's Lockers are closed
 	took, err := grantToCrashedProcess(t)
 	if err == nil {
 		t.Fatalf("control: with full-lease grants the next waiter still got the lock %v after the release; the test would not catch a grant that blocks for a whole lease", took)
@@ -133,4 +136,102 @@ func grantToCrashedProcess(t *testing.T) (time.Duration, error) {
 	}
 	release(t, r.lk)
 	return r.at.Sub(released), nil
+}
+
+// A grant's claim lease is never longer than the TTL: with RecheckInterval
+// 100 ms the claim would be 500 ms, and a grant to a process that crashed
+// would block a lock whose TTL is 100 ms for five times its lease. The
+// grantee's extension is held back, so the test sees the claim as the
+// release set it. The control grants the uncapped claim.
+
+func TestClaimLeaseIsCappedByTheTTL(t *testing.T) {
+	if pttl := claimAfterRelease(t); pttl > 100*time.Millisecond {
+		t.Errorf("the grant's lease is %v, longer than the 100ms TTL", pttl)
+	}
+}
+
+func TestClaimLeaseControlUncappedClaim(t *testing.T) {
+	t.Cleanup(lock.UseScriptRule(lock.UncappedClaims)) // restored after the test's Lockers are closed
+	pttl := claimAfterRelease(t)
+	if pttl <= 100*time.Millisecond {
+		t.Fatalf("control: with uncapped claims the grant's lease is %v, within the TTL: the test would not catch it", pttl)
+	}
+	t.Logf("control: the grant's lease is %v", pttl)
+}
+
+// claimAfterRelease: A holds "res", B waits with its first extension
+// delayed; A releases, granting the lock to B. It returns the lock's PTTL
+// right after the release.
+func claimAfterRelease(t *testing.T) time.Duration {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	ctx := context.Background()
+	loadScripts(t, c)
+	opts := lock.Options{TTL: 100 * time.Millisecond, RecheckInterval: 100 * time.Millisecond, WaitTimeout: 10 * time.Second}
+	a := newLocker(t, srv, opts)
+	var armed atomic.Bool
+	bc := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
+		return &scriptDelayConn{Conn: conn, script: "extend", armed: &armed, delay: 300 * time.Millisecond}
+	})
+	b, err := lock.New(bc, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	lkA := mustAcquire(t, a, "res")
+	got := make(chan error, 1)
+	measured := make(chan struct{})
+	go func() {
+		lk, err := b.Acquire(ctx, "res")
+		if err == nil {
+			<-measured // B's release would delete the key being measured
+			_ = lk.Release(ctx)
+		}
+		got <- err
+	}()
+	eventually(t, 5*time.Second, "B to queue", func() bool { return c.LLen(ctx, lockKey("res")+":queue").Val() == 1 })
+	armed.Store(true)
+	release(t, lkA)
+	pttl := c.PTTL(ctx, lockKey("res")).Val()
+	close(measured)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if pttl <= 0 {
+		t.Fatalf("the lock was gone right after the release (PTTL %v): the grant's lease was not measured", pttl)
+	}
+	return pttl
+}
+
+// scriptDelayConn, once armed, delays the next call of the named script
+// written on it.
+type scriptDelayConn struct {
+	net.Conn
+	script string
+	armed  *atomic.Bool
+	delay  time.Duration
+	wg     sync.WaitGroup
+}
+
+func (c *scriptDelayConn) Write(p []byte) (int, error) {
+	if s, _, _ := lock.ScriptCall(parseCommand(p)); s != c.script || !c.armed.CompareAndSwap(true, false) {
+		return c.Conn.Write(p)
+	}
+	buf := append([]byte(nil), p...)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		time.Sleep(c.delay)
+		_ = c.Conn.SetWriteDeadline(time.Time{})
+		_, _ = c.Conn.Write(buf)
+	}()
+	return len(p), nil
+}
+
+func (c *scriptDelayConn) Close() error {
+	go func() {
+		c.wg.Wait()
+		_ = c.Conn.Close()
+	}()
+	return nil
 }

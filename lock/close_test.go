@@ -29,7 +29,7 @@ func TestAcquireRacingCloseReturnsErrClosed(t *testing.T) {
 }
 
 func TestAcquireRacingCloseControlLockNeverLost(t *testing.T) {
-	defer lock.IgnoreCloseInAcquire()()
+	t.Cleanup(lock.IgnoreCloseInAcquire()) // restored after the test's Lockers are closed
 	err := acquireRacingClose(t)
 	if err == nil {
 		t.Fatal("control: an Acquire that ignores Close passed the check: the test would not catch it")

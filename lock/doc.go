@@ -2,7 +2,8 @@
 // renewal and queued hand-off, built on github.com/redis/go-redis/v9. It
 // works with anything behind a redis.UniversalClient (one server, Sentinel,
 // or Cluster; New), and over several independent masters (Redlock;
-// NewRedlock).
+// NewRedlock). It needs Redis 6.2 or later (the token is stored with SET
+// ... GET).
 //
 //	locker, err := lock.New(client, lock.Options{})
 //	...
@@ -80,8 +81,12 @@
 // the clock that issued the last token before it did at the time. Clocks
 // kept in step by NTP differ by milliseconds, and a restart or failover
 // takes longer; a clock stepped back by more than that (by hand, or a
-// server whose clock is far behind its master's) breaks it. The seckill
-// service in this repository shows the protocol against a SQL database
+// server whose clock is far behind its master's) breaks it. The same rule
+// lets the counter expire: it lives Options.FenceTTL (24 h) after the last
+// acquisition, so Redis keeps no key for a name nobody has locked for a
+// day, and the next token, the clock, is still larger than the last
+// unless the clock stepped back by nearly that long. The seckill service
+// in this repository shows the protocol against a SQL database
 // (internal/seckill).
 //
 // # Waiting: queued hand-off instead of polling
@@ -102,9 +107,10 @@
 //     that ticket, a token is issued, and a message on the lock's channel
 //     tells the process. Processes are served in turn; the new holder needs
 //     no round trip of its own to hold it. The grant's lease is a short
-//     claim, as long as the entry's lease (five re-check intervals), which
-//     the grantee extends to the full TTL in the background as it takes
-//     the grant: a process that crashed while waiting still has an entry
+//     claim, as long as the entry's lease (five re-check intervals, or the
+//     TTL if that is shorter), which the grantee extends to the full TTL
+//     in the background as it takes the grant: a process that crashed
+//     while waiting still has an entry
 //     for up to that long, and a grant to it then blocks the lock for the
 //     claim, not a whole TTL. If the next entry is the releaser's own
 //     process, the reply carries the grant and the lock passes to the next
@@ -128,12 +134,30 @@
 //
 // An uncontended Acquire is one round trip and Release is one. The scripts
 // are sent with EVALSHA and fall back to EVAL when the server does not know
-// them (redis.Script). A call that fails without a reply from the server (a
-// timeout, a broken connection) may still have run, or may still arrive
-// later. Acquire then voids the ticket: it deletes the lock if the ticket
-// holds it and leaves a tombstone that makes a late acquire with that ticket
-// fail, whichever of the two reaches Redis first. (bsm/redislock leaves
-// such a lock orphaned until its TTL.)
+// them (redis.Script). Each has a fast path for the uncontended case, which
+// runs before the helpers of the queue are even defined: an acquire is
+// EXISTS (queue and tombstone in one), SET NX PX, TIME and one SET for the
+// token; a release is GET, DEL and LPOP on the queue, which is empty. With
+// nobody waiting, neither touches the queue's keys beyond that, and
+// neither leaves a key behind but the fence counter.
+//
+// A call that fails without a reply from the server (a timeout, a broken
+// connection) may still have run, or may still arrive later. Acquire then
+// voids the ticket: it deletes the lock if the ticket holds it and leaves a
+// tombstone that makes a late acquire with that ticket fail, whichever of
+// the two reaches Redis first (bsm/redislock leaves such a lock orphaned
+// until its TTL), and tries again under a new ticket.
+//
+// go-redis sends a command again when its reply is lost. The calls that
+// must not run twice, an attempt to acquire, a registration in the queue
+// and a release, are sent so that go-redis does not (a command whose
+// NoRetry is true), and the Locker handles the unknown outcome itself: it
+// gives up the ticket the call carried, and asks a release again in a form
+// that is safe to repeat. Since nothing is ever sent twice, a release needs
+// no tombstone: if that second call finds the lock gone before the Lock's
+// deadline, only the first call can have deleted it. The other calls
+// (a refresh of the process's place, extend, withdraw) are safe to run
+// twice, and go-redis may retry them.
 //
 // # Keys
 //
@@ -141,7 +165,7 @@
 // in Redis Cluster they share a slot and one script can touch them all:
 //
 //	lock:{name}          the owner's UUID, with the lease as its TTL
-//	lock:{name}:fence    the last fencing token (no TTL: it must outlive the lock)
+//	lock:{name}:fence    the last fencing token (expires FenceTTL after it was issued)
 //	lock:{name}:queue    ids of waiting processes, oldest first
 //	lock:{name}:waiters  each waiting process's ticket, entry expiry and leases
 //	lock:{name}:void:ID  tombstone of a ticket given up (expires with the lease)

@@ -16,7 +16,10 @@ var (
 
 	// ErrNotHeld means a Release or Extend found the lock no longer owned by
 	// the caller: the lease ran out (and perhaps someone else holds it now),
-	// or it was already released. Nothing was changed.
+	// or it was already released. The call did not change who holds the
+	// lock. (A Release still does its other work: it queues this process
+	// again for its other waiting goroutines, and hands a free lock to the
+	// next process in line.)
 	ErrNotHeld = errors.New("lock: not held")
 
 	// ErrLeaseLost is why a Lock's Lost channel closed and its contexts were

@@ -1,6 +1,10 @@
 package lock
 
-import "time"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // SetHealthInterval shortens the subscription's health check for a test.
 // Call it before creating the Lockers it should apply to.
@@ -15,10 +19,14 @@ func SetHealthInterval(d time.Duration) (restore func()) {
 // replaces one of its functions.
 const (
 	// CountingTokens issues tokens from a counter alone, starting at 1
-	// when it is missing: a restart without persistence starts over.
+	// when it is missing (kept with the counter's lifetime, as
+	// next_token does): a restart without persistence, or the counter's
+	// expiry, starts over.
 	CountingTokens = `
 next_token = function()
-  return redis.call('INCR', fence_key)
+  local tok = tonumber(redis.call('GET', fence_key) or '0') + 1
+  set_fence(tok)
+  return tok
 end
 `
 	// FullLeaseGrants grants every waiting process the full lease, also
@@ -26,6 +34,14 @@ end
 	FullLeaseGrants = `
 grant_lease = function(pid, me, ttl, claim)
   return ttl
+end
+`
+	// UncappedClaims grants another process a claim as long as its
+	// entry's lease, also when that is longer than the TTL.
+	UncappedClaims = `
+grant_lease = function(pid, me, ttl, claim)
+  if pid == me then return ttl end
+  return claim
 end
 `
 	// EntryKeepsPlace treats an entry still in the hash as a place in the
@@ -39,11 +55,22 @@ end
 
 // UseScriptRule makes Lockers created from now on run scripts with rule
 // (one of the constants above) in place; restore undoes it for later ones.
+// A rule that replaces next_token follows token.lua, any other common.lua.
 func UseScriptRule(rule string) (restore func()) {
-	old := safeScripts
-	safeScripts = newScriptSet(rule)
-	return func() { safeScripts = old }
+	old, oldRule := safeScripts, scriptRule
+	safeScripts, scriptRule = ruleScripts(rule), rule
+	return func() { safeScripts, scriptRule = old, oldRule }
 }
+
+func ruleScripts(rule string) *scriptSet {
+	if strings.Contains(rule, "next_token =") {
+		return newScriptSet(rule, "")
+	}
+	return newScriptSet("", rule)
+}
+
+// scriptRule is the rule UseScriptRule put in place, "" for none.
+var scriptRule string
 
 // IgnoreCloseInAcquire makes Acquire return what it won even when Close
 // began meanwhile; restore undoes it. No Locker may be in use when either
@@ -51,4 +78,93 @@ func UseScriptRule(rule string) (restore func()) {
 func IgnoreCloseInAcquire() (restore func()) {
 	testAcquireIgnoresClose = true
 	return func() { testAcquireIgnoresClose = false }
+}
+
+// IgnoreRequeueTombstone lets a release queue the process under a ticket
+// that the process has given up (the rule for UseScriptRule).
+const IgnoreRequeueTombstone = `
+requeue_voided = function(key)
+  return false
+end
+`
+
+// RetryScriptCalls lets go-redis send every script call again when its
+// reply is lost, as it does for ordinary commands; restore undoes it. No
+// Locker may be in use when either is called.
+func RetryScriptCalls() (restore func()) {
+	testRetryScriptCalls = true
+	return func() { testRetryScriptCalls = false }
+}
+
+// NoReleaseInference makes a Release whose first call's reply was lost
+// report only what its second call saw; restore undoes it. No Locker may
+// be in use when either is called.
+func NoReleaseInference() (restore func()) {
+	testNoReleaseInference = true
+	return func() { testNoReleaseInference = false }
+}
+
+// KeepSubMillisecond makes Lockers created from now on keep durations finer
+// than a millisecond, which Redis rounds down; restore undoes it.
+func KeepSubMillisecond() (restore func()) {
+	testKeepSubMillisecond = true
+	return func() { testKeepSubMillisecond = false }
+}
+
+// UnsubscribeByQueue makes an ending driver remove its lock's channel entry
+// whenever it belongs to the same queue, also one a newer driver added;
+// restore undoes it.
+func UnsubscribeByQueue() (restore func()) {
+	testUnsubscribeByQueue = true
+	return func() { testUnsubscribeByQueue = false }
+}
+
+// OnEvent calls fn at the steps testEvent marks: "subscribed" (a driver's
+// subscription is in place), "unsubscribe" (an ending driver is about to
+// remove it) and "unsubscribed", each with the lock's name. restore undoes
+// it. No Locker may be in use when either is called.
+func OnEvent(fn func(event, name string)) (restore func()) {
+	old := testEvent
+	testEvent = fn
+	return func() { testEvent = old }
+}
+
+// ScriptSources are the sources of the scripts a Locker created now runs
+// through EVALSHA (with the rule UseScriptRule put in place, if any), to
+// load them into a server's script cache.
+func ScriptSources() []string {
+	s := ruleScripts(scriptRule)
+	return []string{s.acquire.src, s.release.src, s.withdraw.src, extendLua}
+}
+
+// ScriptCall says which of the lock's script calls the command args (as
+// written on the wire: EVALSHA sha numkeys keys... args...) is: "acquire"
+// with its mode and ticket, "release" with the owner, "withdraw" or
+// "extend" with theirs; "" for any other command.
+func ScriptCall(args []string) (script, mode, ticket string) {
+	if len(args) < 3 || !strings.EqualFold(args[0], "evalsha") {
+		return "", "", ""
+	}
+	n, err := strconv.Atoi(args[2])
+	if err != nil || len(args) < 3+n {
+		return "", "", ""
+	}
+	argv := args[3+n:]
+	arg := func(i int) string {
+		if i < len(argv) {
+			return argv[i]
+		}
+		return ""
+	}
+	switch args[1] {
+	case safeScripts.acquire.Hash():
+		return "acquire", arg(3), arg(0)
+	case safeScripts.release.Hash():
+		return "release", "", arg(0)
+	case safeScripts.withdraw.Hash():
+		return "withdraw", "", arg(1)
+	case extendScript.Hash():
+		return "extend", "", arg(0)
+	}
+	return "", "", ""
 }

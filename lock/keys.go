@@ -6,7 +6,7 @@ package lock
 // same scheme.
 type keys struct {
 	lock    string // the owner's UUID; its TTL is the lease
-	fence   string // the last fencing token issued (no TTL: it must outlive the lock)
+	fence   string // the last fencing token issued; expires Options.FenceTTL after it
 	queue   string // processes waiting, oldest first
 	waiters string // each waiting process's entry: expiry, lease, ticket
 	channel string // grants to waiting processes are published here
@@ -28,8 +28,12 @@ func newKeys(prefix, name string) keys {
 }
 
 // forTicket is the KEYS list the scripts take, in the order common.lua names
-// them; the last is the tombstone of ticket, which acquire refuses and
-// withdraw writes.
+// them; the last is the tombstone of ticket, which withdraw writes, and
+// acquire and release (for the ticket it would queue) refuse.
 func (k keys) forTicket(ticket string) []string {
-	return []string{k.lock, k.fence, k.queue, k.waiters, k.lock + ":void:" + ticket}
+	return []string{k.lock, k.fence, k.queue, k.waiters, k.void(ticket)}
 }
+
+// void is the tombstone of ticket: written when the ticket is given up, so
+// that a late request carrying it fails.
+func (k keys) void(ticket string) string { return k.lock + ":void:" + ticket }

@@ -148,8 +148,12 @@ func (lk *Lock) Context(parent context.Context) (ctx context.Context, cancel con
 }
 
 // Extend resets the lease to the full TTL now, if this acquisition still
-// owns the lock; otherwise it returns ErrNotHeld and changes nothing. It is
-// what the watchdog calls; call it yourself when renewal is disabled.
+// owns the lock; otherwise it returns ErrNotHeld and changes nothing. Once
+// the loss was reported (Lost is closed), it returns that loss
+// (ErrLeaseLost, ErrClosed) and Deadline stays put, also when the extension
+// reached Redis: the key then stays until Release deletes it or its TTL
+// runs out. It is what the watchdog calls; call it yourself when renewal is
+// disabled.
 func (lk *Lock) Extend(ctx context.Context) error {
 	lk.mu.Lock()
 	err := lk.lostErr
@@ -168,19 +172,28 @@ func (lk *Lock) Extend(ctx context.Context) error {
 		lk.lose(ErrLeaseLost)
 		return fmt.Errorf("%w: %q", ErrNotHeld, lk.name)
 	}
-	lk.extended(deadline)
+	if err := lk.extended(deadline); err != nil {
+		return fmt.Errorf("%w: %q", err, lk.name)
+	}
 	return nil
 }
 
 // extended moves the lease's deadline forward to d (never back): the lease
-// now runs for the full TTL.
-func (lk *Lock) extended(d time.Time) {
+// now runs for the full TTL. Once the loss was reported it changes nothing
+// and returns the loss: the extension may have reached Redis in time, but
+// the holder was already told to stop, and another process may have taken
+// the lock between the deadline and the extension.
+func (lk *Lock) extended(d time.Time) error {
 	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if lk.lostErr != nil {
+		return lk.lostErr
+	}
 	if d.After(lk.deadline) {
 		lk.deadline = d
 	}
 	lk.claim = false
-	lk.mu.Unlock()
+	return nil
 }
 
 // Release deletes the lock if this acquisition still owns it (compare and

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-ref/seckill/internal/redistest"
 	"github.com/seckill-ref/seckill/lock"
@@ -455,5 +459,91 @@ func TestLossFoundByReleaseIsCounted(t *testing.T) {
 	_ = lk2.Release(context.Background())
 	if n := obs.lost.Load(); n != 2 {
 		t.Fatalf("lost leases counted: %d, want 2", n)
+	}
+}
+
+// A renewal that succeeds in Redis but whose reply comes back after the
+// Lock's deadline passed (and the loss was reported) leaves the Lock lost:
+// Extend returns ErrLeaseLost, and Deadline does not move.
+func TestExtendLandingAfterTheLossLeavesItLost(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	loadScripts(t, srv.Client()) // no NOSCRIPT round trip around the slow reply
+	var armed atomic.Bool
+	c := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
+		return &slowReplyConn{Conn: conn, armed: &armed, delay: 400 * time.Millisecond}
+	})
+	l, err := lock.New(c, lock.Options{TTL: 300 * time.Millisecond, DisableRenewal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lk := mustAcquire(t, l, "res")
+	before := lk.Deadline()
+	armed.Store(true) // the extension runs at once; its reply is 400 ms late
+	err = lk.Extend(ctx)
+	select {
+	case <-lk.Lost():
+	default:
+		t.Fatalf("the Lock's deadline passed while the reply was delayed, yet Lost is open (Extend = %v)", err)
+	}
+	if !errors.Is(err, lock.ErrLeaseLost) {
+		t.Errorf("Extend whose reply came after the loss was reported = %v, want ErrLeaseLost", err)
+	}
+	if d := lk.Deadline(); d.After(before) {
+		t.Errorf("Deadline moved %v forward after the loss was reported", d.Sub(before))
+	}
+	_ = lk.Release(ctx)
+}
+
+// slowReplyConn, once armed, holds back the reply to the next request
+// written on it by delay.
+type slowReplyConn struct {
+	net.Conn
+	armed *atomic.Bool
+	delay time.Duration
+	slow  atomic.Bool
+}
+
+func (c *slowReplyConn) Write(p []byte) (int, error) {
+	if c.armed.CompareAndSwap(true, false) {
+		c.slow.Store(true)
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *slowReplyConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if c.slow.CompareAndSwap(true, false) {
+		time.Sleep(c.delay)
+	}
+	return n, err
+}
+
+// Options that cannot work are refused by New with an error that names the
+// option; the ones next to them are accepted.
+func TestNewRefusesBadOptions(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never contacted
+	defer c.Close()
+	for _, tc := range []struct {
+		opts lock.Options
+		bad  string // "" when the options are valid
+	}{
+		{lock.Options{TTL: 5 * time.Millisecond}, "TTL"},
+		{lock.Options{TTL: time.Second, FenceTTL: 999 * time.Millisecond}, "FenceTTL"},
+		{lock.Options{TTL: time.Second, FenceTTL: time.Second}, ""},
+		{lock.Options{FenceTTL: -1}, ""},
+		{lock.Options{Prefix: "a{b"}, "Prefix"},
+	} {
+		l, err := lock.New(c, tc.opts)
+		switch {
+		case tc.bad == "" && err != nil:
+			t.Errorf("New(%+v) = %v, want a Locker", tc.opts, err)
+		case tc.bad != "" && (err == nil || !strings.Contains(err.Error(), tc.bad)):
+			t.Errorf("New(%+v) = %v, want an error naming %s", tc.opts, err, tc.bad)
+		}
+		if l != nil {
+			_ = l.Close()
+		}
 	}
 }

@@ -91,7 +91,9 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lock, error) {
 }
 
 // TryAcquire makes one attempt and returns ErrNotAcquired at once if the
-// lock is held (or already awaited by another goroutine of this Locker).
+// lock is held, or if this Locker is busy with it: another goroutine holds
+// or awaits it, or the Locker is still giving up a place in its queue or a
+// grant that nobody here took.
 func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 	return l.acquire(ctx, name, false)
 }
@@ -214,8 +216,12 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, star
 	}
 	q := l.queues[name]
 	if q != nil && !wait {
+		why := "held or awaited in this process"
+		if !q.busy() && len(q.waiters) == 0 {
+			why = "being given up by this process" // a ticket or a grant nobody took
+		}
 		l.mu.Unlock()
-		return nil, false, fmt.Errorf("%w: %q is held or awaited in this process", ErrNotAcquired, name)
+		return nil, false, fmt.Errorf("%w: %q is %s", ErrNotAcquired, name, why)
 	}
 	front := false
 	if q == nil {
@@ -296,24 +302,54 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, star
 // tryOnce is the uncontended path: one acquire script that takes the lock
 // if it is free and nobody is queued for it. It returns the lock won, or
 // (nil, nil) when the lock is taken.
+//
+// The call is never sent twice with one ticket (single.acquire says why).
+// When it fails without a reply, the script may have run and taken the
+// lock, or may still run: fail closed, void the ticket (bsm/redislock
+// leaves such a lock orphaned until its TTL). Then, if the backend sends
+// attempts without go-redis's retries, try again with a new ticket, up to
+// tryAttempts in all, as go-redis would have retried the call: a broken
+// pooled connection or a server restarting should not fail an Acquire
+// that a moment later would succeed.
 func (l *Locker) tryOnce(ctx context.Context, q *queue) (*grant, error) {
-	ticket := uuid.NewString()
-	res, err := l.b.acquire(ctx, q.k, ticket, modeNoQueue)
-	if err != nil {
-		// The script may have run and taken the lock although we never saw
-		// the reply, or may still run: go-redis may also have retried it
-		// and returned only the last attempt's error. (bsm/redislock leaves
-		// such a lock orphaned until its TTL.) Fail closed: void the ticket.
+	var err error
+	for attempt := 1; ; attempt++ {
+		ticket := uuid.NewString()
+		var res acquireResult
+		res, err = l.b.acquire(ctx, q.k, ticket, modeNoQueue)
+		if err == nil {
+			if res.status != acquired {
+				return nil, nil
+			}
+			return &grant{ticket: ticket, token: res.token, deadline: res.deadline}, nil
+		}
 		l.cleanup(ctx, q.k, ticket)
 		if ctx.Err() != nil {
 			return nil, notAcquired(q.name, ctx.Err())
 		}
-		return nil, notAcquired(q.name, err)
+		if attempt == tryAttempts || !l.b.sendsAttemptsOnce() || !sleepCtx(ctx, l.ctx, l.backoff(attempt)) {
+			return nil, notAcquired(q.name, err)
+		}
 	}
-	if res.status != acquired {
-		return nil, nil
+}
+
+// tryAttempts bounds tryOnce's attempts after calls that failed without a
+// reply.
+const tryAttempts = 3
+
+// sleepCtx waits d, and reports false if ctx or the Locker's context ended
+// first.
+func sleepCtx(ctx, lctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-lctx.Done():
+		return false
 	}
-	return &grant{ticket: ticket, token: res.token, deadline: res.deadline}, nil
 }
 
 // isClosed reports whether Close has begun.

@@ -27,11 +27,17 @@ const (
 
 	// DefaultPrefix starts every key and channel the Locker uses.
 	DefaultPrefix = "lock:"
+
+	// DefaultFenceTTL is how long a lock name's fence counter outlives its
+	// last acquisition (Options.FenceTTL).
+	DefaultFenceTTL = 24 * time.Hour
 )
 
 // Options configure a Locker. The zero value gives the documented defaults.
 type Options struct {
-	// TTL is the lease each acquisition takes. Default DefaultTTL.
+	// TTL is the lease each acquisition takes. Default DefaultTTL. Redis
+	// keeps it in whole milliseconds, and so does the Locker: it is
+	// rounded down.
 	TTL time.Duration
 
 	// WaitTimeout bounds how long Acquire waits; the caller's context may
@@ -53,8 +59,31 @@ type Options struct {
 	// wait is jittered by ±25% so processes do not re-check in step.
 	// Default DefaultRecheckInterval. A waiting process's place in the queue
 	// expires after five intervals without a re-check, and a grant to it
-	// holds the lock for five intervals until the process takes it.
+	// holds the lock for five intervals (or the TTL, if shorter) until the
+	// process takes it. Used in whole milliseconds, rounded down.
 	RecheckInterval time.Duration
+
+	// FenceTTL is how long the fence counter of a lock name (the last
+	// fencing token issued) stays in Redis after the last acquisition; each
+	// acquisition sets it again. Default DefaultFenceTTL; negative: the
+	// counter never expires. It must be at least TTL. Without it, Redis
+	// keeps one counter for every name ever locked.
+	//
+	// Letting the counter expire is safe by the rule that also covers a
+	// counter Redis lost (see Lock.Token): a token is the server's clock
+	// in microseconds, or the last token plus one if that is larger. After
+	// the counter expired, the next token is the clock, which is larger
+	// than every earlier token provided the clock has not stepped back, since
+	// the last acquisition, by more than FenceTTL minus the time by which
+	// the counter led the clock then (it leads only while acquisitions come
+	// faster than one per microsecond, or after a Redlock raise or a
+	// failover from a server whose clock ran ahead). A clock stepped back
+	// by more than that (by hand, or a server restored with a clock a day
+	// behind) would issue smaller tokens than the last one: a resource that
+	// refuses them then refuses every holder until the clock catches up,
+	// and one that accepts equal or smaller tokens would let a stale holder
+	// write.
+	FenceTTL time.Duration
 
 	// Prefix starts every key and channel. Default DefaultPrefix. It must
 	// not contain '{' or '}', which would change the Cluster hash tag.
@@ -96,6 +125,14 @@ func (o Options) withDefaults() (Options, error) {
 	if o.TTL == 0 {
 		o.TTL = DefaultTTL
 	}
+	if !testKeepSubMillisecond {
+		// Redis keeps leases in whole milliseconds and the scripts are sent
+		// TTL.Milliseconds(). Every deadline the Locker computes adds these
+		// durations, so they are rounded down here, once: a deadline must
+		// never be later than the key's expiry.
+		o.TTL = o.TTL.Truncate(time.Millisecond)
+		o.RecheckInterval = o.RecheckInterval.Truncate(time.Millisecond)
+	}
 	if o.TTL < 10*time.Millisecond {
 		return o, errors.New("lock: TTL must be at least 10ms")
 	}
@@ -113,6 +150,17 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.RecheckInterval < time.Millisecond {
 		return o, errors.New("lock: RecheckInterval must be at least 1ms")
+	}
+	if o.FenceTTL == 0 {
+		o.FenceTTL = DefaultFenceTTL
+	}
+	if o.FenceTTL > 0 {
+		o.FenceTTL = o.FenceTTL.Truncate(time.Millisecond)
+		if o.FenceTTL < o.TTL {
+			// A grant's token is read back from the counter when the
+			// grantee takes it, up to a claim lease (at most TTL) later.
+			return o, errors.New("lock: FenceTTL must be at least TTL (or negative: never expire)")
+		}
 	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
@@ -136,9 +184,27 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // entryLease is how long a waiting process's place in the queue lasts
-// without a re-check, and the claim lease of a grant to it: the grant
-// blocks the lock no longer than the place would outlive a crash.
+// without a re-check.
 func (o Options) entryLease() time.Duration { return 5 * o.RecheckInterval }
+
+// claimLease is the lease of a grant to another process (common.lua's
+// grant_lease): as long as the grantee's place would outlive a crash, so
+// the grant blocks the lock no longer than that, and never longer than the
+// TTL.
+func (o Options) claimLease() time.Duration { return min(o.entryLease(), o.TTL) }
+
+// fenceTTLms is FenceTTL in whole milliseconds as the scripts take it: 0
+// for a counter that never expires.
+func (o Options) fenceTTLms() int64 {
+	if o.FenceTTL < 0 {
+		return 0
+	}
+	return o.FenceTTL.Milliseconds()
+}
+
+// testKeepSubMillisecond lets a test keep durations finer than Redis's
+// milliseconds, to show the failure the rounding prevents.
+var testKeepSubMillisecond = false
 
 // Observer is told what the Locker does, for metrics. Methods are called
 // synchronously on the Locker's goroutines and must be fast. Embed

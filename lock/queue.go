@@ -49,7 +49,11 @@ type queue struct {
 	driving    bool          // the driver goroutine runs
 	kick       chan struct{} // wakes the driver; capacity 1, made with the driver
 	subscribed bool          // the channel is in the Locker's subscription
-	lastErr    error         // the driver's last Redis error, for the waiters' error
+	// subChans are the subscription entries the current driver added; its
+	// unsubscribe removes these and no others (a later driver's may stand
+	// in their place by then).
+	subChans []*subChannel
+	lastErr  error // the driver's last Redis error, for the waiters' error
 }
 
 type waiter struct {
@@ -147,7 +151,7 @@ func (l *Locker) settle(q *queue) {
 // Locker.mu, has checked that the Locker is not closed, and calls settle
 // afterwards.
 func (l *Locker) handOff(q *queue, g grant) {
-	if g.claim && time.Until(g.deadline) < l.opts.entryLease()/2 {
+	if g.claim && time.Until(g.deadline) < l.opts.claimLease()/2 {
 		// Too little of the claim lease is left to count on the extension
 		// landing in time (the process was paused, or the grant waited
 		// for a goroutine). The driver's re-check takes the grant instead:
@@ -180,7 +184,7 @@ func (l *Locker) deliverGrant(q *queue, ticket string, token int64) {
 	if q.ticket != ticket || ticket == "" || q.pending != nil || l.closed {
 		return // stale: taken through a reply, or given up
 	}
-	l.handOff(q, grant{ticket: ticket, token: token, deadline: q.ticketSince.Add(l.opts.entryLease()), claim: true})
+	l.handOff(q, grant{ticket: ticket, token: token, deadline: q.ticketSince.Add(l.opts.claimLease()), claim: true})
 	l.settle(q)
 }
 
@@ -249,12 +253,16 @@ func (l *Locker) driveStep(q *queue, failures *int) (wait time.Duration, exit bo
 
 	if len(q.waiters) == 0 {
 		q.driving = false
-		unsubscribe := q.subscribed
-		q.subscribed = false
+		unsubscribe, mine := q.subscribed, q.subChans
+		q.subscribed, q.subChans = false, nil
 		l.settle(q)
 		l.mu.Unlock()
 		if unsubscribe {
-			l.unsubscribe(q)
+			// A new driver for q may start, and subscribe, before this
+			// runs: it removes only this driver's entries.
+			testEvent("unsubscribe", q.name)
+			l.unsubscribe(q, mine)
+			testEvent("unsubscribed", q.name)
 		}
 		return 0, true
 	}
@@ -265,6 +273,7 @@ func (l *Locker) driveStep(q *queue, failures *int) (wait time.Duration, exit bo
 		q.subscribed = true
 		l.mu.Unlock()
 		l.subscribe(q)
+		testEvent("subscribed", q.name)
 		return -1, false
 	}
 
@@ -399,6 +408,17 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 	sent := time.Now()
 	res, err := l.b.release(ctx, lk.k, lk.owner, requeue)
 
+	if err == nil && res.requeueLost && !res.released && time.Now().Before(lk.Deadline()) && !testNoReleaseInference {
+		// The first call's reply was lost and the second found the lock gone
+		// or someone else's. The key lives at least until the Lock's
+		// deadline, and only this Lock's owner can delete it before then:
+		// the second call ran before the deadline (its reply came back
+		// earlier), so the first call released it. (A Redis that lost the
+		// key meanwhile, in a restart or a failover, looks the same: the
+		// release cannot tell, and reports it released.)
+		res.released = true
+	}
+
 	l.mu.Lock()
 	giveUp := ""
 	if err == nil && res.granted && l.closed {
@@ -410,12 +430,11 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 		if q.holder == lk {
 			q.holder = nil
 		}
+		if (err != nil || res.requeueLost) && requeue != "" && q.ticket == requeue {
+			q.dropTicket() // it may or may not be queued: give it up
+		}
 		switch {
-		case giveUp != "":
-		case err != nil:
-			if requeue != "" && q.ticket == requeue {
-				q.dropTicket() // it may or may not be queued: give it up
-			}
+		case giveUp != "" || err != nil:
 		case res.granted && res.ticket == q.ticket:
 			l.handOff(q, grant{ticket: res.ticket, token: res.token, deadline: res.deadline})
 		case res.granted:
@@ -434,6 +453,10 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 	}
 	return res.released, err
 }
+
+// testNoReleaseInference lets a test report only what a release's second
+// call saw, to show the failure the inference from the deadline prevents.
+var testNoReleaseInference = false
 
 // leaseEnded is told by a Lock that lost its lease: it no longer keeps this
 // process's other waiters from contending.

@@ -66,7 +66,7 @@ func NewRedlock(clients []redis.UniversalClient, opts Options) (*Locker, error) 
 		return nil, errors.New("lock: WaitReplicas applies to one master with replicas, not to Redlock")
 	}
 	return newLocker(opts, func(o Options, id string) backend {
-		return &redlock{nodes: clients, opts: o, quorum: len(clients)/2 + 1, acquireScript: o.scripts().acquire}
+		return &redlock{nodes: clients, opts: o, quorum: len(clients)/2 + 1, acquireScript: o.scripts().acquire.Script}
 	})
 }
 
@@ -85,6 +85,7 @@ type redlock struct {
 }
 
 func (r *redlock) handsOver() bool                      { return false }
+func (r *redlock) sendsAttemptsOnce() bool              { return false }
 func (r *redlock) subscribers() []redis.UniversalClient { return r.nodes }
 func (r *redlock) confirm(context.Context, *Lock) error { return nil }
 
@@ -144,6 +145,7 @@ func (r *redlock) acquire(ctx context.Context, k keys, ticket string, _ acquireM
 	replies := onEach(ctx, r, func(ctx context.Context, _ int, c redis.UniversalClient) ([]int64, error) {
 		return r.acquireScript.Run(ctx, c, k.forTicket(ticket),
 			ticket, r.opts.TTL.Milliseconds(), "redlock", string(modeNoQueue), r.opts.entryLease().Milliseconds(), k.channel,
+			r.opts.fenceTTLms(),
 		).Int64Slice()
 	})
 	var held []int
@@ -187,7 +189,7 @@ func (r *redlock) raiseFences(ctx context.Context, k keys, held []int, token int
 		if !want[i] {
 			return false, nil
 		}
-		return true, raiseFenceScript.Run(ctx, c, []string{k.fence}, tok).Err()
+		return true, raiseFenceScript.Run(ctx, c, []string{k.fence}, tok, r.opts.fenceTTLms()).Err()
 	})
 	raised := 0
 	for _, rep := range replies {

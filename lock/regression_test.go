@@ -10,7 +10,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -214,25 +213,10 @@ func TestGrantDuringWithdrawIsNotHandedOut(t *testing.T) {
 // bypass the delayed write).
 func loadScripts(t *testing.T, c *redis.Client) {
 	t.Helper()
-	common, err := os.ReadFile("lua/common.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"acquire", "release", "withdraw"} {
-		body, err := os.ReadFile("lua/" + f + ".lua")
-		if err != nil {
+	for _, src := range lock.ScriptSources() {
+		if err := c.ScriptLoad(context.Background(), src).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.ScriptLoad(context.Background(), string(common)+string(body)).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	extend, err := os.ReadFile("lua/extend.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ScriptLoad(context.Background(), string(extend)).Err(); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -301,12 +285,14 @@ func TestContextAfterRelease(t *testing.T) {
 // broken connection (io.EOF: shouldRetry is true, MaxRetries defaults to 3),
 // and EVALSHA is not exempt. The release script is not idempotent: run
 // twice, the second run finds the lock already granted to the requeue
-// ticket T, and enqueues this process again under T. Release reports
-// ErrNotHeld although it released (ErrNotHeld promises "Nothing was
-// changed"), and the stale queue entry (pid, T) survives the hand-off: the
-// next release of the lock grants it to T again, silently (a grant to the
-// caller's own process is not published), and nobody consumes it: the lock
-// is stuck for a full TTL.
+// ticket T, and enqueues this process again under T. Release reported
+// ErrNotHeld although it released, and the stale queue entry (pid, T)
+// survived the hand-off: the next release of the lock granted it to T
+// again, silently (a grant to the caller's own process is not published),
+// and nobody consumed it: the lock was stuck for a full TTL. A release is
+// now never sent twice by go-redis; after a lost reply the Locker gives T
+// up and asks again without a ticket to queue. Either way, Release must
+// report that it released, and the lock must not be stuck.
 func TestRetriedReleaseIsIdempotent(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
@@ -362,6 +348,53 @@ func TestRetriedReleaseIsIdempotent(t *testing.T) {
 			err, admin.Get(ctx, lockKey("res")).Val(), g2.Owner(), admin.PTTL(ctx, lockKey("res")).Val())
 	}
 	release(t, lk)
+}
+
+// A release whose reply was lost is asked again without a ticket to queue,
+// and that second call finds the lock gone: the first released it, and no
+// tombstone says so. Until its deadline the key could only have been
+// deleted by its owner, so a second call answered before the deadline
+// means the first released: Release reports success. The control reports
+// only what the second call saw, and Release says the lock was not held.
+
+func TestReleaseWithLostReplyReportsReleased(t *testing.T) {
+	if err := releaseWithLostReply(t); err != nil {
+		t.Errorf("Release whose first reply was lost = %v, want nil: the first call released", err)
+	}
+}
+
+func TestReleaseWithLostReplyControlNoInference(t *testing.T) {
+	t.Cleanup(lock.NoReleaseInference()) // restored after the test's Lockers are closed
+	err := releaseWithLostReply(t)
+	if !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("control: Release = %v, want ErrNotHeld: the test would not catch a release that reports only what it saw", err)
+	}
+	t.Logf("control: %v", err)
+}
+
+// releaseWithLostReply acquires "res", loses the reply to its release, and
+// returns Release's error, once the lock is checked to be gone.
+func releaseWithLostReply(t *testing.T) error {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	loadScripts(t, admin)
+	var armed atomic.Bool
+	c := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
+		return &replyDropConn{Conn: conn, armed: &armed}
+	})
+	l, err := lock.New(c, lock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	lk := mustAcquire(t, l, "res")
+	armed.Store(true)
+	err = lk.Release(ctx)
+	if n := admin.Exists(ctx, lockKey("res")).Val(); n != 0 {
+		t.Fatalf("the lock is still there after Release (%v)", err)
+	}
+	return err
 }
 
 // replyDropConn, once armed, lets the next command written on it reach the

@@ -19,12 +19,13 @@ type single struct {
 
 	// The scripts' constant arguments, converted to interfaces once:
 	// go-redis would otherwise allocate for each, on every call.
-	ttlArg, leaseArg, idArg any
+	ttlArg, leaseArg, idArg, fenceTTLArg any
 }
 
 func newSingle(client redis.UniversalClient, opts Options, id string) *single {
 	return &single{client: client, opts: opts, id: id, scripts: opts.scripts(),
-		ttlArg: opts.TTL.Milliseconds(), leaseArg: opts.entryLease().Milliseconds(), idArg: id}
+		ttlArg: opts.TTL.Milliseconds(), leaseArg: opts.entryLease().Milliseconds(), idArg: id,
+		fenceTTLArg: opts.fenceTTLms()}
 }
 
 // burst is how many hand-offs in a row a process may keep within itself
@@ -40,13 +41,35 @@ var burstArg any = burst
 var modeArgs = map[acquireMode]any{modeNoQueue: string(modeNoQueue), modeRegister: string(modeRegister), modeRefresh: string(modeRefresh)}
 
 func (s *single) handsOver() bool                      { return true }
+func (s *single) sendsAttemptsOnce() bool              { return true }
 func (s *single) subscribers() []redis.UniversalClient { return []redis.UniversalClient{s.client} }
 
 func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquireMode) (acquireResult, error) {
 	sent := time.Now()
-	v, err := s.scripts.acquire.Run(ctx, s.client, k.forTicket(ticket),
-		ticket, s.ttlArg, s.idArg, modeArgs[mode], s.leaseArg, k.channelArg,
-	).Int64Slice()
+	keys := k.forTicket(ticket)
+	args := []any{ticket, s.ttlArg, s.idArg, modeArgs[mode], s.leaseArg, k.channelArg, s.fenceTTLArg}
+	var cmd *redis.Cmd
+	if mode != modeRefresh {
+		// Never sent twice. A registration queues the process under its
+		// ticket whatever that ticket went through before: run a second
+		// time, after the ticket was granted, taken and released in
+		// between (nothing in Redis remembers a released ticket), it would
+		// queue the ticket again and could grant it the lock with nobody
+		// to release it. An uncontended attempt (mode '0') run a second
+		// time after its Lock was released would take the lock again, for
+		// nobody. A failed call is given up instead: its ticket is
+		// withdrawn (tryOnce, afterAttempt), and the tombstone makes a
+		// late run of it fail.
+		cmd = runOnce(ctx, s.client, s.scripts.acquire, keys, args...)
+	} else {
+		// Safe to run twice, so go-redis may retry it. Mode '2' refreshes
+		// only an entry that still carries the ticket, and a grant removes
+		// that entry: after the ticket was granted, a second run finds the
+		// lock held by it (and extends it, as its holder does), or reports
+		// the place lost and changes nothing.
+		cmd = s.scripts.acquire.Run(ctx, s.client, keys, args...)
+	}
+	v, err := cmd.Int64Slice()
 	if err != nil {
 		return acquireResult{}, err
 	}
@@ -63,18 +86,36 @@ func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquir
 	return r, nil
 }
 
+// release runs the release script once. Run twice with a ticket to queue,
+// it would queue that ticket again after the first run granted it (and the
+// grant's holder may have released it since). So a release is never sent
+// twice: if it fails without a reply, the requeue ticket's fate is unknown
+// (the Locker gives it up: requeueLost), and the release is asked again
+// without a ticket to queue, which is safe to repeat. That second call
+// deletes the lock if the first never ran. If it finds the lock gone or
+// someone else's, the first may have released it or the lease may have
+// ended: the Locker tells which from the Lock's deadline (Locker.release).
 func (s *single) release(ctx context.Context, k keys, owner, requeue string) (releaseResult, error) {
 	sent := time.Now()
-	v, err := s.scripts.release.Run(ctx, s.client, k.forTicket(owner),
-		owner, s.idArg, requeue, s.ttlArg, s.leaseArg, k.channelArg, burstArg,
+	keys := k.forTicket(requeue)
+	v, err := runOnce(ctx, s.client, s.scripts.release, keys,
+		owner, s.idArg, requeue, s.ttlArg, s.leaseArg, k.channelArg, burstArg, s.fenceTTLArg,
 	).Slice()
+	lost := err != nil
+	if lost {
+		sent = time.Now()
+		keys = k.forTicket("")
+		v, err = s.scripts.release.Run(ctx, s.client, keys,
+			owner, s.idArg, "", s.ttlArg, s.leaseArg, k.channelArg, burstArg, s.fenceTTLArg,
+		).Slice()
+	}
 	if err != nil {
-		return releaseResult{}, err
+		return releaseResult{requeueLost: lost}, err
 	}
 	if len(v) != 5 {
-		return releaseResult{}, fmt.Errorf("lock: release script replied %v", v)
+		return releaseResult{requeueLost: lost}, fmt.Errorf("lock: release script replied %v", v)
 	}
-	var r releaseResult
+	r := releaseResult{requeueLost: lost}
 	r.released = v[0] == int64(1)
 	r.granted = v[1] == int64(1)
 	r.token, _ = v[2].(int64)
@@ -85,7 +126,7 @@ func (s *single) release(ctx context.Context, k keys, owner, requeue string) (re
 }
 
 func (s *single) withdraw(ctx context.Context, k keys, ticket string) error {
-	return s.scripts.withdraw.Run(ctx, s.client, k.forTicket(ticket), s.id, ticket, k.channel, s.opts.TTL.Milliseconds()).Err()
+	return s.scripts.withdraw.Run(ctx, s.client, k.forTicket(ticket), s.id, ticket, k.channel, s.opts.TTL.Milliseconds(), s.fenceTTLArg).Err()
 }
 
 func (s *single) extend(ctx context.Context, k keys, owner string) (time.Time, bool, error) {
@@ -122,7 +163,9 @@ func (s *single) confirm(ctx context.Context, lk *Lock) error {
 		return fmt.Errorf("%w: %q: %d of %d replicas acknowledged within %v",
 			ErrNotReplicated, lk.name, n, s.opts.WaitReplicas, s.opts.WaitReplicasTimeout)
 	}
-	lk.extended(sent.Add(s.opts.TTL))
+	if err := lk.extended(sent.Add(s.opts.TTL)); err != nil {
+		return fmt.Errorf("lock: confirm %q on replicas: %w", lk.name, err)
+	}
 	return nil
 }
 

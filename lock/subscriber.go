@@ -4,12 +4,22 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// testUnsubscribeByQueue lets a test remove a channel's entry whenever it
+// belongs to the same queue, as an ending driver once did, to show the
+// failure that matching the driver's own entries prevents.
+var testUnsubscribeByQueue = false
+
+// testEvent tells a test of a step it needs to order others around; a
+// no-op unless a test replaces it before creating its Lockers.
+var testEvent = func(event, name string) {}
 
 // healthInterval is how long the subscription may stay silent before it is
 // pinged; a ping unanswered for as long again means the connection is dead
@@ -71,6 +81,7 @@ func (l *Locker) subscribe(q *queue) {
 		}
 		sc := &subChannel{q: q, ready: make(chan struct{})}
 		s.channels[q.k.channel] = sc
+		q.subChans = append(q.subChans, sc)
 		subs = append(subs, s)
 		ready = append(ready, sc.ready)
 	}
@@ -90,15 +101,17 @@ func (l *Locker) subscribe(q *queue) {
 	}
 }
 
-// unsubscribe removes q's channel; the last one closes a subscription.
-func (l *Locker) unsubscribe(q *queue) {
+// unsubscribe removes the entries mine of q's channel, those one driver
+// added; the last channel closes a subscription.
+func (l *Locker) unsubscribe(q *queue, mine []*subChannel) {
 	l.mu.Lock()
 	var keep, stop []*subscriber
 	for i, s := range l.subs {
 		if s == nil {
 			continue
 		}
-		if sc := s.channels[q.k.channel]; sc != nil && sc.q == q {
+		sc := s.channels[q.k.channel]
+		if sc != nil && (slices.Contains(mine, sc) || (testUnsubscribeByQueue && sc.q == q)) {
 			delete(s.channels, q.k.channel)
 		}
 		if len(s.channels) == 0 {

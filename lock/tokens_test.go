@@ -47,8 +47,17 @@ func TestTokenIncreasesAfterRestartWithoutPersistence(t *testing.T) {
 }
 
 func TestTokenNoPersistenceControlCounterAloneGoesBack(t *testing.T) {
-	defer lock.UseScriptRule(lock.CountingTokens)()
+	t.Cleanup(lock.UseScriptRule(lock.CountingTokens)) // restored after the test's Lockers are closed
 	assertTokenGoesBack(t, restartWithoutPersistence, lock.Options{})
+}
+
+func TestTokenIncreasesAfterTheCounterExpires(t *testing.T) {
+	assertTokenIncreases(t, counterExpired, lock.Options{})
+}
+
+func TestTokenCounterExpiredControlCounterAloneGoesBack(t *testing.T) {
+	t.Cleanup(lock.UseScriptRule(lock.CountingTokens)) // restored after the test's Lockers are closed
+	assertTokenGoesBack(t, counterExpired, lock.Options{})
 }
 
 func TestRedlockTokenIncreasesWhenTheSharedNodeIsStale(t *testing.T) {
@@ -152,6 +161,21 @@ func restartWithoutPersistence(t *testing.T, opts lock.Options) (last, next int6
 	if got := fenceCounter(t, c); got != 0 {
 		t.Fatalf("fence counter after a restart without persistence: got %d, want none", got)
 	}
+	return last, acquireTokens(t, l, 1)
+}
+
+// counterExpired: nobody acquires the lock for FenceTTL, and the counter
+// expires (Options.FenceTTL, here 200 ms).
+func counterExpired(t *testing.T, opts lock.Options) (last, next int64) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	opts.TTL, opts.FenceTTL = 100*time.Millisecond, 200*time.Millisecond
+	l := newLocker(t, srv, opts)
+	last = acquireTokens(t, l, 5)
+	if ttl := c.PTTL(context.Background(), lockKey("fenced")+":fence").Val(); ttl <= 0 || ttl > opts.FenceTTL {
+		t.Fatalf("fence counter's TTL: got %v, want at most %v", ttl, opts.FenceTTL)
+	}
+	awaitExpired(t, c, lockKey("fenced")+":fence", 10*time.Second)
 	return last, acquireTokens(t, l, 1)
 }
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill-ref/seckill/lock"
 	"github.com/seckill-ref/seckill/lock/antipattern"
 )
@@ -46,22 +48,42 @@ func (s seed) Acquire(ctx context.Context) (func(), bool, error) {
 	return func() { _ = s.m.Unlock(ctx, s.key, owner) }, true, nil
 }
 
-// BenchUncontended measures one acquire and release per iteration.
-func BenchUncontended(b *testing.B, l Lock) {
+// BenchUncontended measures one acquire and release per iteration. With
+// admin set (a client of the same redis-server), it also reports what the
+// server spent per acquire+release (MeasureServer), after one warm-up
+// acquisition that loads the scripts.
+func BenchUncontended(b *testing.B, l Lock, admin *redis.Client) {
 	ctx := context.Background()
-	for b.Loop() {
+	once := func() {
 		release, ok, err := l.Acquire(ctx)
 		if err != nil || !ok {
 			b.Fatalf("acquire: %v %v", ok, err)
 		}
 		release()
 	}
+	var report func(int)
+	if admin != nil {
+		once()
+		report = MeasureServer(b, admin)
+	}
+	for b.Loop() {
+		once()
+	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "acq/s")
+	if report != nil {
+		report(b.N)
+	}
 }
 
 // BenchContended runs b.N acquisitions by goroutines goroutines over locks,
-// each holding for hold, and reports them.
-func BenchContended(b *testing.B, locks []Lock, goroutines int, hold time.Duration) {
+// each holding for hold, and reports them. With admin set (a client of the
+// same redis-server), it also reports what the server spent per
+// acquisition (MeasureServer), hand-offs and waiting included.
+func BenchContended(b *testing.B, locks []Lock, goroutines int, hold time.Duration, admin *redis.Client) {
+	var report func(int)
+	if admin != nil {
+		report = MeasureServer(b, admin)
+	}
 	b.ResetTimer()
 	r, err := Run(context.Background(), locks, goroutines, b.N, hold)
 	b.StopTimer()
@@ -69,4 +91,7 @@ func BenchContended(b *testing.B, locks []Lock, goroutines int, hold time.Durati
 		b.Fatal(err)
 	}
 	Report(b, r)
+	if report != nil {
+		report(r.Holds)
+	}
 }

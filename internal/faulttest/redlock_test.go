@@ -45,6 +45,11 @@ func redlockNodes(t *testing.T, control bool) {
 		// at once); a short wait keeps buyers that queue behind a holder
 		// from waiting long when it does.
 		"LOCK_WAIT": "1s",
+		// One purchase per lock hold: the phases wait for a few orders
+		// each, and a batch of dozens could sell out what is left before
+		// the second kill, leaving no purchase to be refused for want of
+		// a quorum.
+		"BATCH_MAX": "1",
 	}
 	if control {
 		env = with(env, "LOCK", "local", "CHAOS_PAUSE", "50ms")

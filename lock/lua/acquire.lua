@@ -1,10 +1,12 @@
 -- acquire: take the lock for ARGV[1], or queue this process so that a
--- release hands the lock to it.
+-- release hands the lock to it. This is the general path, which runs when
+-- the fast path (acquire_fast.lua) does not decide.
 --   ARGV[1] ticket (the owner UUID of this acquisition)
 --   ARGV[2] lease in ms          ARGV[3] process id
 --   ARGV[4] mode: '0' take it if free, do not queue; '1' queue under this
 --           new ticket; '2' refresh our place in the queue
 --   ARGV[5] queue entry lease in ms   ARGV[6] channel for grants
+--   ARGV[7] the fence counter's lifetime in ms ('0': none; token.lua)
 -- Returns {1, token, lease} when the caller holds the lock, {0, 0, pttl} when
 -- another owner does, {-1, 0, 0} when mode '2' finds our place gone, and
 -- {-2, 0, 0} when the ticket was voided.
@@ -15,14 +17,22 @@ local cur = redis.call('GET', lock_key)
 if cur == ticket then
   -- Granted to this ticket by a release whose message we have not seen (or
   -- lost), with a claim lease: take it, with the full lease. Nobody can
-  -- have acquired since, so the fence holds our token.
+  -- have acquired since, so the fence holds our token; the grant set the
+  -- counter's lifetime, which is at least the lease (Options.FenceTTL),
+  -- so the counter is there while the claim is.
+  local tok = redis.call('GET', fence_key)
+  if not tok then
+    -- Only a request sent twice, the second long after the first took the
+    -- lock (a whole FenceTTL), gets here; its reply is not used.
+    return {-1, 0, 0}
+  end
   redis.call('PEXPIRE', lock_key, ttl)
-  return {1, tonumber(redis.call('GET', fence_key)), tonumber(ttl)}
+  return {1, tonumber(tok), tonumber(ttl)}
 end
 if cur and mode == '0' then
   return {0, 0, redis.call('PTTL', lock_key)} -- held, and we do not queue
 end
-if redis.call('EXISTS', void_key) == 1 then
+if voided(void_key) then
   -- The client gave this ticket up (its call timed out, or its waiters
   -- left) and this request arrived late: it must not take the lock, nor
   -- queue for it.
@@ -41,12 +51,12 @@ if mode == '2' then
   end
 end
 if mode ~= '0' then
-  enqueue(pid, ticket, ttl, lease)
+  enqueue(pid, ticket, ttl, lease, mode == '2') -- mode '2' found its entry live
 end
 if not cur then
-  -- Free. With nobody queued, this is the uncontended path: SET NX PX in
-  -- effect, plus the token. With a queue, serve it in order instead of
-  -- letting a newcomer barge in (the caller may be in it).
+  -- Free, and a queue exists (the caller may be in it): serve it in order
+  -- instead of letting a newcomer barge in. If nobody in it is live any
+  -- more (every entry expired), the caller takes the lock.
   local gpid, gticket, tok, gttl = grant_next(channel, pid)
   if not gpid then
     redis.call('SET', lock_key, ticket, 'PX', ttl)

@@ -1,6 +1,8 @@
 -- release: delete the lock if ARGV[1] still owns it (compare-and-delete in
 -- one script, so a lease that expired and was taken by someone else is never
--- deleted), then hand the free lock to the next waiting process.
+-- deleted), then hand the free lock to the next waiting process. This is
+-- the general path, after the fast path (release_fast.lua): cur, released
+-- and fetched are what that found and did.
 --   ARGV[1] owner      ARGV[2] process id
 --   ARGV[3] ticket to queue this process with ('' = do not queue): the
 --           releaser's process has more local waiters
@@ -8,28 +10,30 @@
 --   ARGV[6] channel for grants
 --   ARGV[7] burst: how many hand-offs in a row a process with more local
 --           waiters may keep, before the next process in line gets it
---   KEYS[5] the owner's tombstone, written when it releases. go-redis runs
---           a command again when its reply is lost; a second run finds the
---           tombstone and reports what the first did instead of doing it
---           twice (queueing the process again under a ticket already
---           granted would strand that grant).
+--   ARGV[8] the fence counter's lifetime in ms ('0': none; token.lua)
+--   KEYS[5] the tombstone of the ticket to queue (ARGV[3]): the process may
+--           have given it up while this call was on its way (Close, or its
+--           waiters left), and its withdraw may have arrived first. Such a
+--           ticket must not be queued nor granted: nobody would take it.
+-- A release leaves no trace of the owner: the Locker never sends one twice
+-- (a lost reply is followed by a release without a ticket to queue, which
+-- is safe to repeat), and tells from the Lock's deadline whether a lock
+-- that second call found gone was released by the first (Locker.release).
 -- Returns {released, 1, token, ttl, ticket} when the lock went to a ticket of
 -- the caller's own process, {released, 0, 0, 0, ''} otherwise.
 local owner, pid, requeue, ttl, lease, channel, burst =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
 
-local cur = redis.call('GET', lock_key)
-if cur ~= owner and redis.call('EXISTS', void_key) == 1 then
-  if requeue ~= '' and cur == requeue then
-    return {1, 1, tonumber(redis.call('GET', fence_key)), redis.call('PTTL', lock_key), requeue}
+if not fetched then
+  -- The fast path did nothing: there is a ticket to queue.
+  if requeue_voided(void_key) then
+    requeue = ''
   end
-  return {1, 0, 0, 0, ''}
-end
-local released = 0
-if cur == owner then
-  redis.call('DEL', lock_key)
-  redis.call('SET', void_key, '1', 'PX', ttl)
-  released = 1
+  cur = redis.call('GET', lock_key)
+  if cur == owner then
+    redis.call('DEL', lock_key)
+    released = 1
+  end
 end
 if requeue ~= '' and (released == 1 or not cur) then
   -- The releaser's process has more goroutines waiting. Handing the lock
@@ -57,7 +61,7 @@ if requeue ~= '' then
   enqueue(pid, requeue, ttl, lease)
 end
 if released == 1 or not cur then
-  local gpid, gticket, tok, gttl = grant_next(channel, pid)
+  local gpid, gticket, tok, gttl = grant_next(channel, pid, head)
   if gpid == pid then
     return {released, 1, tok, gttl, gticket}
   end

@@ -13,6 +13,6 @@ next_token = function()
   else
     tok = now_us()
   end
-  redis.call('SET', fence_key, int(tok))
+  set_fence(tok)
   return tok
 end

@@ -8,6 +8,7 @@
 --   ARGV[1] process id   ARGV[2] ticket   ARGV[3] channel for grants
 --   ARGV[4] tombstone lifetime in ms (the lease: a request later than that
 --           would take a lock that expires unrenewed anyway)
+--   ARGV[5] the fence counter's lifetime in ms ('0': none; token.lua)
 -- Returns 1 if a lock held by the ticket was passed on.
 local pid, ticket, channel = ARGV[1], ARGV[2], ARGV[3]
 redis.call('SET', void_key, '1', 'PX', ARGV[4])

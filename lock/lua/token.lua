@@ -1,0 +1,64 @@
+-- The first part of every script that can hand the lock over: the server's
+-- clock and the fencing token. It comes before the script's fast path
+-- (*_fast.lua), which runs before common.lua's helpers are even defined
+-- (defining them costs more server time than the fast path's commands),
+-- so that both paths issue tokens by the same rule.
+--   KEYS[2]     fence: the last fencing token issued for this lock (string)
+--   ARGV[#ARGV] the fence counter's lifetime in ms ('0': it never expires)
+local fence_key, fence_ttl = KEYS[2], ARGV[#ARGV]
+
+-- The server's clock, read at most once per script. Every expiry is judged
+-- on this one clock, so clients' clocks never need to agree.
+local clock_us
+local function now_us()
+  if not clock_us then
+    local t = redis.call('TIME')
+    clock_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return clock_us
+end
+
+-- Integers above 10^14 lose digits through Lua's default number formatting;
+-- '%.0f' prints every integer a double holds exactly (up to 2^53).
+local function int(n) return string.format('%.0f', n) end
+
+-- set_fence stores tok as the last token, with the counter's lifetime, and
+-- returns the one it replaces (nil if there was none): one command, SET
+-- with GET. The lifetime is safe to give it because a token is never
+-- smaller than the clock (next_token below): once the counter has expired,
+-- the clock alone is larger than every earlier token, unless the server's
+-- clock stepped back by nearly the lifetime (Options.FenceTTL).
+local function set_fence(tok)
+  if fence_ttl == '0' then
+    return redis.call('SET', fence_key, int(tok), 'GET')
+  end
+  return redis.call('SET', fence_key, int(tok), 'PX', fence_ttl, 'GET')
+end
+
+-- next_token issues the fencing token of a new acquisition: the server's
+-- clock in microseconds, or the last token plus one if that is larger.
+-- The counter makes tokens strictly increase on one server. The clock makes
+-- them keep increasing when the counter comes back older or not at all: a
+-- restart without persistence loses it, and a restart from a snapshot taken
+-- before the latest acquisitions, or a failover to a replica that had not
+-- received them, brings back an older value from which last + 1 would issue
+-- again tokens already handed out. The counter leads the clock only for a
+-- while: when acquisitions come faster than one per microsecond, when
+-- Redlock raised it to a token another node's clock issued
+-- (raise_fence.lua), or after a failover from a master whose clock ran
+-- ahead of this one; tokens then count up from it until the clock passes
+-- it. Either way the first token after such a loss is larger than every
+-- earlier one as long as this server's clock reads later than the last
+-- token: clocks (one server's across its restart, a master's and its
+-- replicas') that differ by less than the restart or failover took, and
+-- never step back by more. The counter's expiry (fence_ttl) is one more
+-- such loss, after a whole lifetime without an acquisition.
+local function next_token()
+  local tok = now_us()
+  local last = set_fence(tok)
+  if last and tonumber(last) >= tok then
+    tok = tonumber(last) + 1
+    set_fence(tok)
+  end
+  return tok
+end

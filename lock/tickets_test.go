@@ -1,0 +1,317 @@
+package lock_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-ref/seckill/internal/redistest"
+	"github.com/seckill-ref/seckill/lock"
+)
+
+// A ticket wins the lock at most once: the owner of a released Lock never
+// holds the lock again, and is never queued again. go-redis sends a command
+// again when its reply is lost (MaxRetries defaults to 3), and a script run
+// twice could break that: a registration that ran, whose reply was lost
+// and whose second run comes late, after the ticket was granted, taken and
+// released in between, would queue the ticket again and, with nobody else
+// queued, grant it the lock with the full TTL, to nobody. The Locker never
+// lets go-redis send a registration twice, and gives up a ticket whose
+// call failed. The control lets go-redis retry the lock's script calls:
+// the lock is then held by the released Lock's owner.
+
+func TestLostRegistrationReplyNeverRegrantsAReleasedTicket(t *testing.T) {
+	if err := lostRegistrationReply(t); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestLostRegistrationReplyControlRetriedCallRegrants(t *testing.T) {
+	t.Cleanup(lock.RetryScriptCalls()) // restored after the test's Lockers are closed
+	err := lostRegistrationReply(t)
+	if err == nil {
+		t.Fatal("control: with the registration retried by go-redis, the check passed: the test would not catch a ticket granted again")
+	}
+	t.Logf("control: %v", err)
+}
+
+// lostRegistrationReply: h holds the lock; p waits. p's registration (the
+// acquire script in mode '1', ticket T) runs and its reply is lost; a
+// request identical to it (go-redis's retry) is delayed 1.5 s on the
+// network. h then releases: the lock is granted, with a claim lease, to
+// whichever ticket p is queued under, and becomes p's Lock L. L's first
+// extension is delayed 1 s, past the claim: L is lost, and released after
+// its key expired. Then the delayed requests land. It returns what is
+// wrong once they have been answered, or nil.
+func lostRegistrationReply(t *testing.T) error {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	loadScripts(t, admin)
+	f := &registrationFaults{}
+	pc := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
+		return &faultyConn{Conn: conn, f: f}
+	})
+	p, err := lock.New(pc, lock.Options{WaitTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	h := newLocker(t, srv, lock.Options{})
+	lkH := mustAcquire(t, h, "res")
+
+	got := make(chan *lock.Lock, 1)
+	go func() {
+		lk, err := p.Acquire(ctx, "res")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lk
+	}()
+	queue := lockKey("res") + ":queue"
+	// p stands in the queue, under T with its retry on the way, or under
+	// a new ticket after giving T up.
+	eventually(t, 10*time.Second, "p's registration to be lost, and p to stand in the queue", func() bool {
+		ticket := f.ticket()
+		return ticket != "" && admin.LLen(ctx, queue).Val() == 1 &&
+			(f.retried.Load() || admin.Exists(ctx, lockKey("res")+":void:"+ticket).Val() == 1)
+	})
+	release(t, lkH) // grants the lock to p, with a claim lease
+	var lk *lock.Lock
+	select {
+	case lk = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("p never got the grant")
+	}
+	if lk == nil {
+		t.FailNow()
+	}
+	select {
+	case <-lk.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("L's claim lease ran out unextended, yet Lost never closed: the interleaving was not forced")
+	}
+	awaitExpired(t, admin, lockKey("res"), 10*time.Second)
+	if err := lk.Release(ctx); !errors.Is(err, lock.ErrLeaseLost) {
+		t.Fatalf("L.Release = %v, want ErrLeaseLost", err)
+	}
+	eventually(t, 10*time.Second, "the delayed requests to be answered", func() bool {
+		want := int32(1) // the extension
+		if f.retried.Load() {
+			want++ // and the retried registration
+		}
+		return f.replied.Load() >= want
+	})
+	t.Logf("registration of %s: its reply was lost; sent again: %v; L's owner %s", f.ticket(), f.retried.Load(), lk.Owner())
+	for _, ticket := range []string{lk.Owner(), f.ticket()} {
+		if owner := admin.Get(ctx, lockKey("res")).Val(); owner == ticket {
+			return fmt.Errorf("the lock is held by %q, a ticket already granted and released (or given up), for another %v, and nobody will release it",
+				owner, admin.PTTL(ctx, lockKey("res")).Val())
+		}
+		for pid, v := range admin.HGetAll(ctx, lockKey("res")+":waiters").Val() {
+			if strings.HasSuffix(v, ticket) {
+				return fmt.Errorf("the ticket %q, already granted and released (or given up), is queued again (%s: %s)", ticket, pid, v)
+			}
+		}
+	}
+	return nil
+}
+
+// registrationFaults are the faults of lostRegistrationReply, applied to
+// the requests p writes: the reply to its first registration is lost, a
+// request identical to that registration is delayed 1.5 s, and the first
+// extension after it 1 s.
+type registrationFaults struct {
+	mu           sync.Mutex
+	registration []byte // the first registration, as written
+	reg          string // its ticket
+	extended     bool
+	retried      atomic.Bool  // the registration was sent again
+	replied      atomic.Int32 // replies read to delayed requests
+}
+
+func (f *registrationFaults) ticket() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reg
+}
+
+// fault says what to do with the request p: drop its reply, or delay it.
+func (f *registrationFaults) fault(p []byte) (dropReply bool, delay time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	script, mode, ticket := lock.ScriptCall(parseCommand(p))
+	switch {
+	case f.registration == nil && script == "acquire" && mode == "1":
+		f.registration, f.reg = append([]byte(nil), p...), ticket
+		return true, 0
+	case f.registration != nil && bytes.Equal(p, f.registration):
+		f.retried.Store(true)
+		return false, 1500 * time.Millisecond
+	case f.registration != nil && script == "extend" && !f.extended:
+		f.extended = true
+		return false, time.Second
+	}
+	return false, 0
+}
+
+// faultyConn applies registrationFaults to the requests written on it.
+type faultyConn struct {
+	net.Conn
+	f       *registrationFaults
+	drop    atomic.Bool
+	waiting atomic.Bool // a delayed request's reply is due
+	wg      sync.WaitGroup
+}
+
+func (c *faultyConn) Write(p []byte) (int, error) {
+	dropReply, delay := c.f.fault(p)
+	if dropReply {
+		c.drop.Store(true)
+	}
+	if delay == 0 {
+		return c.Conn.Write(p)
+	}
+	c.waiting.Store(true)
+	buf := append([]byte(nil), p...)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		time.Sleep(delay)
+		_ = c.Conn.SetWriteDeadline(time.Time{})
+		_, _ = c.Conn.Write(buf)
+	}()
+	return len(p), nil
+}
+
+func (c *faultyConn) Read(p []byte) (int, error) {
+	if !c.drop.Load() {
+		n, err := c.Conn.Read(p)
+		if n > 0 && c.waiting.CompareAndSwap(true, false) {
+			c.f.replied.Add(1)
+		}
+		return n, err
+	}
+	_ = c.Conn.SetReadDeadline(time.Time{})
+	_, err := c.Conn.Read(p) // the reply arrives: the request ran
+	_ = c.Conn.Close()
+	if err == nil {
+		err = io.EOF
+	}
+	return 0, err
+}
+
+func (c *faultyConn) Close() error {
+	go func() {
+		c.wg.Wait()
+		_ = c.Conn.Close()
+	}()
+	return nil
+}
+
+// An uncontended attempt whose reply never came may still run, later. If
+// go-redis sent it again and the copy took the lock, the Lock could be
+// released before the first copy arrives, which would then take the lock
+// for a whole TTL, for nobody: a release leaves no tombstone. The Locker
+// never lets go-redis send an attempt twice; it gives the ticket up, so
+// that a late run of it fails, and tries again under a new ticket. The
+// control lets go-redis retry the attempt: the late copy takes the lock.
+
+func TestLateUncontendedAttemptNeverTakesAReleasedLock(t *testing.T) {
+	if err := lateUncontendedAttempt(t); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestLateUncontendedAttemptControlRetriedCallTakesIt(t *testing.T) {
+	t.Cleanup(lock.RetryScriptCalls()) // restored after the test's Lockers are closed
+	err := lateUncontendedAttempt(t)
+	if err == nil {
+		t.Fatal("control: with the attempt retried by go-redis, the check passed: the test would not catch a late attempt taking the lock")
+	}
+	t.Logf("control: %v", err)
+}
+
+// lateUncontendedAttempt: the first uncontended attempt's request is held
+// back 1 s on the network, so its reply does not come within the client's
+// 300 ms read timeout. Acquire must still succeed; once its Lock is
+// released and the held-back request has run, nobody may hold the lock.
+func lateUncontendedAttempt(t *testing.T) error {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	loadScripts(t, admin)
+	var armed atomic.Bool
+	ran := make(chan struct{})
+	c := wrappedClient(t, srv, redis.Options{ReadTimeout: 300 * time.Millisecond}, func(conn net.Conn) net.Conn {
+		return &lateAttemptConn{Conn: conn, armed: &armed, delay: time.Second, ran: ran}
+	})
+	l, err := lock.New(c, lock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	armed.Store(true)
+	lk := mustAcquire(t, l, "res")
+	release(t, lk)
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held-back attempt never ran: the interleaving was not forced")
+	}
+	if owner := admin.Get(ctx, lockKey("res")).Val(); owner != "" {
+		return fmt.Errorf("after the Lock %q was released, a late attempt took the lock for %q, for another %v, and nobody will release it",
+			lk.Owner(), owner, admin.PTTL(ctx, lockKey("res")).Val())
+	}
+	return nil
+}
+
+// lateAttemptConn, once armed, holds the next uncontended acquire written
+// on it back by delay, then sends it, reads its reply (it ran) and closes
+// ran. Meanwhile the client's read times out and it closes the connection,
+// which this defers until then.
+type lateAttemptConn struct {
+	net.Conn
+	armed *atomic.Bool
+	delay time.Duration
+	ran   chan struct{}
+	wg    sync.WaitGroup
+}
+
+func (c *lateAttemptConn) Write(p []byte) (int, error) {
+	if script, mode, _ := lock.ScriptCall(parseCommand(p)); script != "acquire" || mode != "0" || !c.armed.CompareAndSwap(true, false) {
+		return c.Conn.Write(p)
+	}
+	buf := append([]byte(nil), p...)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		time.Sleep(c.delay)
+		_ = c.Conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Conn.Write(buf); err != nil {
+			return
+		}
+		if n, err := c.Conn.Read(make([]byte, 512)); err == nil && n > 0 {
+			close(c.ran)
+		}
+	}()
+	return len(p), nil
+}
+
+func (c *lateAttemptConn) Close() error {
+	go func() {
+		c.wg.Wait()
+		_ = c.Conn.Close()
+	}()
+	return nil
+}
