@@ -42,6 +42,26 @@ type Config struct {
 	// independent Redis masters; when set, the lock is a Redlock over them
 	// and RedisAddr is not used.
 	RedisAddrs []string
+
+	// The Redis deployment of the lock when it is not the one server of
+	// RedisAddr: at most one of RedisURL, a Sentinel (master name and
+	// addresses), RedisClusterAddrs and RedisAddrs may be set, and
+	// ParseConfig refuses REDIS_ADDR given together with any of them
+	// (redis.go).
+	RedisURL              string   // REDIS_URL, -redis-url: redis://[user:password@]host:port[/db], rediss:// for TLS
+	RedisSentinelMaster   string   // REDIS_SENTINEL_MASTER, -redis-sentinel-master: the master's name at the sentinels
+	RedisSentinelAddrs    []string // REDIS_SENTINEL_ADDRS, -redis-sentinel-addrs: the sentinels, comma-separated
+	RedisClusterAddrs     []string // REDIS_CLUSTER_ADDRS, -redis-cluster-addrs: nodes of a Redis Cluster, comma-separated
+	RedisPassword         string   // REDIS_PASSWORD, -redis-password: the Redis servers' password (a URL may carry it instead)
+	RedisSentinelPassword string   // REDIS_SENTINEL_PASSWORD, -redis-sentinel-password: the sentinels' own password
+	// LockWaitReplicas (LOCK_WAIT_REPLICAS, -lock-wait-replicas) is
+	// lock.Options.WaitReplicas: an acquisition counts only once that many
+	// replicas acknowledge it, so that a failover finds the lock on the
+	// replica it promotes. For a master with replicas; refused with
+	// Cluster and Redlock.
+	LockWaitReplicas int
+	redisAddrSet     bool // REDIS_ADDR or -redis-addr was given (ParseConfig)
+
 	// Database (DATABASE, -database) is a postgres:// or postgresql://
 	// URL, for replicas on any number of hosts, or else the path of a
 	// SQLite file, shared by replicas on one host (package store).
@@ -188,6 +208,7 @@ func (c Config) Validate() error {
 	if n := len(c.RedisAddrs); n > 0 && n < 3 {
 		errs = append(errs, fmt.Errorf("redis addrs %v: a Redlock needs at least 3 independent masters (or use one REDIS_ADDR)", c.RedisAddrs))
 	}
+	errs = append(errs, c.validateRedis()...)
 	if c.LockTTL < 10*time.Millisecond {
 		errs = append(errs, fmt.Errorf("lock TTL %v: must be at least 10ms", c.LockTTL))
 	}
@@ -240,6 +261,14 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	env.str(&cfg.RedisAddr, "REDIS_ADDR")
 	addrs := ""
 	env.str(&addrs, "REDIS_ADDRS")
+	sentinelAddrs, clusterAddrs := "", ""
+	env.str(&cfg.RedisURL, "REDIS_URL")
+	env.str(&cfg.RedisSentinelMaster, "REDIS_SENTINEL_MASTER")
+	env.str(&sentinelAddrs, "REDIS_SENTINEL_ADDRS")
+	env.str(&clusterAddrs, "REDIS_CLUSTER_ADDRS")
+	env.str(&cfg.RedisPassword, "REDIS_PASSWORD")
+	env.str(&cfg.RedisSentinelPassword, "REDIS_SENTINEL_PASSWORD")
+	env.integer(&cfg.LockWaitReplicas, "LOCK_WAIT_REPLICAS")
 	env.str(&cfg.Database, "DATABASE")
 	env.str(&cfg.AdminToken, "ADMIN_TOKEN")
 	lock := string(cfg.Lock)
@@ -268,6 +297,13 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen `address` (env ADDR)")
 	fs.StringVar(&cfg.RedisAddr, "redis-addr", cfg.RedisAddr, "Redis `host:port` of the lock (env REDIS_ADDR)")
 	fs.StringVar(&addrs, "redis-addrs", addrs, "comma-separated `host:port` list of 3 or more independent Redis masters: lock with Redlock over them instead of -redis-addr (env REDIS_ADDRS)")
+	fs.StringVar(&cfg.RedisURL, "redis-url", cfg.RedisURL, "Redis `URL` of the lock instead of -redis-addr: redis://[user:password@]host:port[/db], rediss:// for TLS (env REDIS_URL)")
+	fs.StringVar(&cfg.RedisSentinelMaster, "redis-sentinel-master", cfg.RedisSentinelMaster, "`name` of the master at the Redis Sentinels of -redis-sentinel-addrs (env REDIS_SENTINEL_MASTER)")
+	fs.StringVar(&sentinelAddrs, "redis-sentinel-addrs", sentinelAddrs, "comma-separated `host:port` list of Redis Sentinels: lock on the master they name (env REDIS_SENTINEL_ADDRS)")
+	fs.StringVar(&clusterAddrs, "redis-cluster-addrs", clusterAddrs, "comma-separated `host:port` list of Redis Cluster nodes: lock on the cluster (env REDIS_CLUSTER_ADDRS)")
+	fs.StringVar(&cfg.RedisPassword, "redis-password", cfg.RedisPassword, "`password` of the Redis servers; prefer the environment, which ps does not show (env REDIS_PASSWORD)")
+	fs.StringVar(&cfg.RedisSentinelPassword, "redis-sentinel-password", cfg.RedisSentinelPassword, "`password` of the Redis Sentinels themselves (env REDIS_SENTINEL_PASSWORD)")
+	fs.Var((*decimal)(&cfg.LockWaitReplicas), "lock-wait-replicas", "an acquisition counts once this many replicas acknowledge it (Redis WAIT); not with Cluster or Redlock (env LOCK_WAIT_REPLICAS)")
 	fs.StringVar(&cfg.Database, "database", cfg.Database, "`database`: a postgres://user:password@host:5432/name URL, or a SQLite file path (env DATABASE)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", cfg.AdminToken, "bearer `token` of the admin routes; random and printed once when empty (env ADMIN_TOKEN)")
 	fs.StringVar(&lock, "lock", lock, "lock `mode`: redis, none (no lock: oversells) or local (in-process mutex: oversells with 2 replicas) (env LOCK)")
@@ -291,6 +327,9 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	cfg.Lock = LockMode(strings.ToLower(lock))
+	cfg.RedisSentinelAddrs, cfg.RedisClusterAddrs = commaList(sentinelAddrs), commaList(clusterAddrs)
+	cfg.redisAddrSet = getenv("REDIS_ADDR") != ""
+	fs.Visit(func(f *flag.Flag) { cfg.redisAddrSet = cfg.redisAddrSet || f.Name == "redis-addr" })
 	cfg.RedisAddrs = nil
 	for _, a := range strings.Split(addrs, ",") {
 		if a = strings.TrimSpace(a); a != "" {

@@ -90,6 +90,13 @@ func FuzzParseConfig(f *testing.F) {
 		{"DATABASE=", "-database="},
 		{"LOCK_WAIT=-5s", "-lock-wait=9223372036s"},
 		{"CHAOS_PAUSE=2562047h", "-lock-wait=2562047h"},
+		{"REDIS_URL=redis://:pw@h:6379/1", "-redis-password=pw"},
+		{"REDIS_URL=redis://%zz", ""},
+		{"REDIS_ADDR=a:1\nREDIS_URL=redis://b:2", ""},
+		{"REDIS_SENTINEL_MASTER=m", "-lock-wait-replicas=1"},
+		{"REDIS_SENTINEL_ADDRS=s:26379,t:26379", "-redis-sentinel-master=m\n-redis-sentinel-password=x"},
+		{"REDIS_CLUSTER_ADDRS=a:1,b:2", "-lock-wait-replicas=1"},
+		{"REDIS_SENTINEL_PASSWORD=x", "-lock-wait-replicas=-1"},
 	} {
 		f.Add(seed[0], seed[1])
 	}
@@ -148,6 +155,9 @@ func FuzzConfigEnvMatchesFlag(f *testing.F) {
 		{"CHAOS_PAUSE", "2562047h"}, {"CHAOS_PROB", "0x1p-2"}, {"CHAOS_PROB", "NaN"}, {"LOG_LEVEL", "warn+1"},
 		{"SHUTDOWN_TIMEOUT", " 1s"}, {"READ_TIMEOUT", "1ms"}, {"WRITE_TIMEOUT", "2s"}, {"IDLE_TIMEOUT", "5s"},
 		{"QUEUE_MAX", "010"}, {"BATCH_MAX", "0x10"},
+		{"REDIS_URL", "redis://u:pw@h:1/2"}, {"REDIS_SENTINEL_MASTER", "m"}, {"REDIS_SENTINEL_ADDRS", "s:1, t:2"},
+		{"REDIS_CLUSTER_ADDRS", "a:1,,b:2"}, {"REDIS_PASSWORD", "pw"}, {"REDIS_SENTINEL_PASSWORD", "pw"},
+		{"LOCK_WAIT_REPLICAS", "010"}, {"LOCK_WAIT_REPLICAS", "0x1"},
 	} {
 		for i, s := range all {
 			if s.env == seed[0] {

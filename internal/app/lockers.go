@@ -40,12 +40,13 @@ func (r redisLocker) Acquire(ctx context.Context, name string) (seckill.Lease, e
 	return lk, nil
 }
 
-// Ping asks every Redis master, and is content with a quorum of them:
-// the lock works as long as that many answer.
+// Ping asks every Redis master (every master of a Cluster, the current
+// master behind Sentinel), and is content with a quorum of them: the lock
+// works as long as that many answer.
 func (r redisLocker) Ping(ctx context.Context) error {
 	var errs []error
 	for _, c := range r.clients {
-		if err := c.Ping(ctx).Err(); err != nil {
+		if err := ping(ctx, c); err != nil {
 			errs = append(errs, err)
 		}
 	}

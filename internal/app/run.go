@@ -92,9 +92,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	// go-redis logs (failed dials, mostly) through a process-wide logger;
-	// serve owns the process, so it routes them through slog too.
-	redis.SetLogger(redisLogger{logger})
+	// go-redis logs (failed dials, mostly, and Sentinel's switches of
+	// master) through a process-wide logger; serve owns the process, so it
+	// routes them through slog too, once the server has started. Until
+	// then, a failure is NewServer's error, one line that go-redis's
+	// retries would only bury.
+	redis.SetLogger(redisLogger{slog.New(slog.DiscardHandler)})
 	if cfg.AdminToken == "" {
 		cfg.AdminToken = rand.Text()
 		fmt.Fprintf(stdout, "admin token: %s\n(random, shown once; set ADMIN_TOKEN or -admin-token to choose it)\n", cfg.AdminToken)
@@ -108,17 +111,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	defer srv.Close()
+	redis.SetLogger(redisLogger{logger})
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	redisAt := any(cfg.RedisAddr)
-	if len(cfg.RedisAddrs) > 0 {
-		redisAt = "redlock:" + strings.Join(cfg.RedisAddrs, ",")
-	}
-	logger.Info("serving", "addr", ln.Addr().String(), "lock", cfg.Lock, "redis", redisAt,
+	logger.Info("serving", "addr", ln.Addr().String(), "lock", cfg.Lock, "redis", cfg.redisTarget(),
 		"database", store.Redact(cfg.Database), "lock_ttl", cfg.LockTTL, "lock_wait", cfg.LockWait, "lock_renew", cfg.LockRenew,
-		"batch_max", cfg.BatchMax, "queue_max", cfg.QueueMax)
+		"lock_wait_replicas", cfg.LockWaitReplicas, "batch_max", cfg.BatchMax, "queue_max", cfg.QueueMax)
 	if cfg.ChaosPause > 0 {
 		logger.Warn("chaos: lock holders pause inside the critical section", "pause", cfg.ChaosPause, "probability", cfg.ChaosProb)
 	}
@@ -128,10 +128,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	return errors.Join(serveErr, closeErr)
 }
 
-// redisLogger writes go-redis's log lines through slog, as warnings: they
-// report connection trouble.
+// redisLogger writes go-redis's log lines through slog: as warnings, since
+// they report connection trouble, except the Sentinel client's news of
+// which master it uses, which is information.
 type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.WarnContext(ctx, "redis: "+fmt.Sprintf(format, v...))
+	msg := fmt.Sprintf(format, v...)
+	level := slog.LevelWarn
+	if strings.HasPrefix(msg, "sentinel: ") && !strings.Contains(msg, "failed") {
+		level = slog.LevelInfo
+	}
+	l.log.Log(ctx, level, "redis: "+msg)
 }

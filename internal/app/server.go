@@ -112,8 +112,9 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 }
 
 // newLocker builds the Locker of the configured mode: the lock package
-// over one Redis (REDIS_ADDR) or, with REDIS_ADDRS, a Redlock over several
-// independent masters; both are a *lock.Locker, which redisLocker adapts.
+// over one Redis deployment (REDIS_ADDR, REDIS_URL, Sentinel or Cluster:
+// redis.go) or, with REDIS_ADDRS, a Redlock over several independent
+// masters; both are a *lock.Locker, which redisLocker adapts.
 func (s *Server) newLocker(ctx context.Context) (seckill.Locker, error) {
 	switch s.cfg.Lock {
 	case LockNone:
@@ -127,6 +128,7 @@ func (s *Server) newLocker(ctx context.Context) (seckill.Locker, error) {
 		DisableRenewal:      !s.cfg.LockRenew,
 		Observer:            observers{s.metrics, s.dash},
 		UnsafeCounterTokens: s.cfg.UnsafeCounterTokens,
+		WaitReplicas:        s.cfg.LockWaitReplicas,
 	}
 	if s.cfg.UnsafeCounterTokens {
 		s.log.Warn("UNSAFE: fencing tokens are the last token plus one; they go backwards after a restart from a stale snapshot")
@@ -134,16 +136,11 @@ func (s *Server) newLocker(ctx context.Context) (seckill.Locker, error) {
 	if len(s.cfg.RedisAddrs) > 0 {
 		return s.newRedlock(ctx, opts)
 	}
-	pctx, cancel := context.WithTimeout(ctx, redisDialTimeout)
-	defer cancel()
-	if err := dialCheck(pctx, s.cfg.RedisAddr); err != nil {
-		return nil, redisUnreachable(s.cfg.RedisAddr, err)
+	client, err := s.connectRedis(ctx)
+	if err != nil {
+		return nil, err
 	}
-	client := redis.NewClient(&redis.Options{Addr: s.cfg.RedisAddr})
-	s.redis = append(s.redis, client)
-	if err := client.Ping(pctx).Err(); err != nil {
-		return nil, redisUnreachable(s.cfg.RedisAddr, err)
-	}
+	warnFewReplicas(ctx, client, s.cfg.LockWaitReplicas, s.log)
 	l, err := lock.New(client, opts)
 	if err != nil {
 		return nil, err
@@ -167,7 +164,7 @@ func (s *Server) newRedlock(ctx context.Context, opts lock.Options) (seckill.Loc
 		// default of 5 dial attempts, 100 ms apart, made every call to a
 		// dead node wait out the whole node timeout: the fault suite saw
 		// p90 latency go from 3.5 ms to 892 ms with one of three nodes down).
-		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1, DialTimeout: 500 * time.Millisecond})
+		c := redis.NewClient(&redis.Options{Addr: addr, Password: s.cfg.RedisPassword, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1, DialTimeout: 500 * time.Millisecond})
 		s.redis = append(s.redis, c)
 		if err := dialCheck(pctx, addr); err != nil {
 			errs = append(errs, redisUnreachable(addr, err))

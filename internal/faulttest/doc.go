@@ -98,6 +98,22 @@
 //	            tokens the store has seen: the fence refuses every
 //	            purchase until the counter catches up, a stall of 503s
 //
+//	Scenario 7: Redis Sentinel (master, replica, 3 sentinels): stop a
+//	            holder, cut replication from master to replica, let the
+//	            other replica use the lock, kill -9 the master; once
+//	            without and once with LOCK_WAIT_REPLICAS=1
+//	  lock:     the replica is promoted (about 2 s) and the clients follow
+//	            it. Without WAIT, the locks taken during the cut are
+//	            forgotten and the promoted replica's fence counter is
+//	            behind; the next token is its clock, still larger. With
+//	            WAIT, no lock is taken during the cut, nor before a
+//	            replica is back
+//	  fence:    refuses the stopped holder's late write; accepts the new
+//	            master's claims (at most one rejection)
+//	  outcome:  nothing oversold, the orders' fences never decrease, the
+//	            sale resumes, in both runs
+//	  control:  UNSAFE_NO_FENCE=true oversells
+//
 // Scenarios 1, 2 (and its control) and 3 also run on PostgreSQL. There a
 // holder's claim and write are statements on a server that other replicas
 // lock rows on, at READ COMMITTED (package store's doc says why the fence

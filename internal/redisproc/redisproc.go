@@ -36,6 +36,7 @@ type Server struct {
 	Port int
 	args []string
 	dir  string
+	conf string // sentinel mode: the configuration file (sentinel.go)
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -90,7 +91,11 @@ func (s *Server) start(ctx context.Context) error {
 		}
 		s.dir = dir
 	}
-	args := []string{
+	var args []string
+	if s.conf != "" {
+		args = []string{s.conf, "--sentinel"} // the file must come first
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.Port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -98,7 +103,7 @@ func (s *Server) start(ctx context.Context) error {
 		"--daemonize", "no",
 		"--dir", s.dir,
 		"--loglevel", "warning",
-	}
+	)
 	args = append(args, s.args...)
 	cmd := exec.Command("redis-server", args...)
 	out := &tailBuffer{max: 8 << 10}
@@ -147,8 +152,9 @@ func waitReady(ctx context.Context, addr string, exited <-chan struct{}) error {
 	}
 }
 
-// Ping sends one PING over a fresh connection and expects +PONG. It needs no
-// client library, so it also works against a server that is still loading.
+// Ping sends one PING over a fresh connection and expects +PONG, or -NOAUTH
+// from a server with a password. It needs no client library, so it also
+// works against a server that is still loading.
 func Ping(ctx context.Context, addr string) error {
 	var d net.Dialer
 	dctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -166,8 +172,9 @@ func Ping(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	if strings.TrimSpace(line) != "+PONG" {
-		return fmt.Errorf("unexpected reply %q", strings.TrimSpace(line))
+	// A server with a password (requirepass) answers -NOAUTH: it is up too.
+	if r := strings.TrimSpace(line); r != "+PONG" && !strings.HasPrefix(r, "-NOAUTH") {
+		return fmt.Errorf("unexpected reply %q", r)
 	}
 	return nil
 }
