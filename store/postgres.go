@@ -132,6 +132,11 @@ func openPostgres(raw string) (*Store, error) {
 	// The fence's argument is made for READ COMMITTED (package doc);
 	// a server or role default must not change it.
 	cfg.RuntimeParams["default_transaction_isolation"] = "read committed"
+	// The driver interpolates some statements itself (gorm's migrator
+	// does, on an existing schema) and refuses to unless the client
+	// encoding is UTF8, which a database created without UTF-8
+	// (SQL_ASCII: initdb under the C locale) does not default to.
+	cfg.RuntimeParams["client_encoding"] = "UTF8"
 	if _, ok := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
 		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = pgIdleInTransaction
 	}

@@ -412,3 +412,36 @@ func TestRedact(t *testing.T) {
 		}
 	}
 }
+
+// A database created without UTF-8 (SQL_ASCII: what initdb makes under the
+// C locale, as in some PostgreSQL images) still serves the store: the
+// driver's simple-protocol statements need the client encoding UTF8, which
+// the store asks for whatever the database's default.
+func TestPostgresDatabaseWithoutUTF8(t *testing.T) {
+	db := pgtest.Database(t)
+	raw := rawDB(t, db)
+	name := "ascii_" + strings.TrimPrefix(mustParse(t, db).Path, "/")
+	if _, err := raw.Exec(`CREATE DATABASE "` + name + `" ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = raw.Exec(`DROP DATABASE IF EXISTS "` + name + `" WITH (FORCE)`) })
+	u := mustParse(t, db)
+	u.Path = "/" + name
+	// Twice: the second finds the schema made, as a replica that starts
+	// after another does.
+	s := open(t, u.String())
+	p := newProduct(t, s, 3)
+	s = open(t, u.String())
+	if got, err := s.Product(context.Background(), p.ID); err != nil || got.Stock != 3 {
+		t.Fatalf("product on a SQL_ASCII database: got %+v, %v; want stock 3", got, err)
+	}
+}
+
+func mustParse(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}

@@ -39,6 +39,10 @@ func killReplica(t *testing.T, db database, control bool) {
 		// Longer than a lease: a buyer queued behind the dead holder is
 		// served after the takeover, not told "busy".
 		"LOCK_WAIT": "3s",
+		// One purchase per lock hold: the survivors' batches could
+		// otherwise sell out what is left in the moment of the kill,
+		// leaving no sale after the takeover to show it.
+		"BATCH_MAX": "1",
 	}
 	// Only the victim pauses, so that when it holds the lock it holds it
 	// long enough to be killed holding it; the survivors sell at full
