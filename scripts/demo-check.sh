@@ -4,7 +4,7 @@
 #   seckill demo -lock none  -expect-oversell     must catch the oversell
 #   seckill demo -lock local -expect-oversell     must catch it too (2 replicas;
 #                                                 300 items, 6,000 buyers)
-# Each is the demo's default burst (2,000 buyers at once for 100 items),
+# Each is a burst of 20 buyers per item at once (the demo's default: 2,000 for 100),
 # with nothing injected: the burst alone is what makes the broken modes
 # oversell. The redis runs' histories must also check linearizable. The
 # binary is built once; porcupine's visualizations of the broken modes'
