@@ -35,6 +35,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/seckill-ref/seckill/internal/procutil"
 )
 
 // ErrNotInstalled is returned when no PostgreSQL server programs are found.
@@ -65,7 +67,7 @@ type Server struct {
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has been waited for
-	out    *tailBuffer
+	out    *procutil.TailBuffer
 
 	stopOnce sync.Once
 	stopErr  error
@@ -105,7 +107,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	// A free port can be taken by someone else between the probe and the
 	// server's bind; a few attempts make that race harmless.
 	for range 5 {
-		port, err := freePort()
+		port, err := procutil.FreePort()
 		if err != nil {
 			lastErr = err
 			break
@@ -142,7 +144,7 @@ func (s *Server) start(ctx context.Context, bin, data string, cred *syscall.Cred
 		args = append(args, "-c", name+"="+opts.Settings[name])
 	}
 	cmd := command(filepath.Join(bin, "postgres"), cred, args...)
-	out := &tailBuffer{max: 8 << 10}
+	out := &procutil.TailBuffer{Max: 8 << 10}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := startLocked(cmd); err != nil {
 		return fmt.Errorf("pgproc: start postgres: %w", err)
@@ -386,37 +388,4 @@ func run(cmd *exec.Cmd) error {
 		return err
 	}
 	return cmd.Wait()
-}
-
-// freePort asks the kernel for a free 127.0.0.1 TCP port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pgproc: find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf bytes.Buffer
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Write(p)
-	if over := b.buf.Len() - b.max; over > 0 {
-		b.buf.Next(over)
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

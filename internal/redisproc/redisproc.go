@@ -12,7 +12,6 @@ package redisproc
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -41,7 +40,7 @@ type Server struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited <-chan struct{} // closed when cmd has been waited for
-	out    *tailBuffer
+	out    *procutil.TailBuffer
 }
 
 // Start runs redis-server on a free 127.0.0.1 port and returns once it answers
@@ -106,7 +105,7 @@ func (s *Server) start(ctx context.Context) error {
 	)
 	args = append(args, s.args...)
 	cmd := exec.Command("redis-server", args...)
-	out := &tailBuffer{max: 8 << 10}
+	out := &procutil.TailBuffer{Max: 8 << 10}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Own process group: a Ctrl-C in the terminal reaches us, and we stop the
 	// server ourselves, by PID. If we are killed instead, the server dies
@@ -254,34 +253,4 @@ func (s *Server) isExited() bool {
 }
 
 // FreePort asks the kernel for a free 127.0.0.1 TCP port.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("redisproc: find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf bytes.Buffer
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Write(p)
-	if over := b.buf.Len() - b.max; over > 0 {
-		b.buf.Next(over)
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+func FreePort() (int, error) { return procutil.FreePort() }
