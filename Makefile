@@ -2,7 +2,7 @@
 # on its own.
 .PHONY: test lint fuzz ci
 
-FUZZTIME ?= 10s
+FUZZTIME ?= 20000x
 
 test: ## go test -race ./... against real redis-server processes
 	./scripts/test.sh
@@ -10,7 +10,7 @@ test: ## go test -race ./... against real redis-server processes
 lint: ## gofmt, go vet and staticcheck on both modules
 	./scripts/lint.sh
 
-fuzz: ## every fuzz target for FUZZTIME (default 10s)
+fuzz: ## every fuzz target for FUZZTIME inputs (default 20000x)
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 
 ci: ## everything CI runs
