@@ -2,8 +2,8 @@
 # scripts/compose-check.sh: the docker-compose deployment, for real.
 #
 #   scripts/compose-check.sh       docker-compose.yml: redis, three app replicas, nginx
-#   scripts/compose-check.sh ha    docker-compose.ha.yml: the same with a Redis master,
-#                                  a replica and three Sentinels
+#   scripts/compose-check.sh ha    docker-compose.ha.yml: the same on PostgreSQL, with a
+#                                  Redis master, a replica and three Sentinels
 #
 # Builds the image and starts the stack (with Prometheus of the monitoring
 # profile) under a project name of its own, checks that all replicas answer
