@@ -13,8 +13,8 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill-ref/seckill/internal/contention"
-	"github.com/seckill-ref/seckill/internal/redistest"
+	"github.com/seckill-ref/seckill/internal/testinfra/contention"
+	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 	"github.com/seckill-ref/seckill/lock"
 	"github.com/seckill-ref/seckill/lock/antipattern"
 )

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-ref/seckill/internal/contention"
-	"github.com/seckill-ref/seckill/internal/redistest"
+	"github.com/seckill-ref/seckill/internal/testinfra/contention"
+	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 	"github.com/seckill-ref/seckill/lock"
 )
 

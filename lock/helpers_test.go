@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
-	"github.com/seckill-ref/seckill/internal/redistest"
+	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 	"github.com/seckill-ref/seckill/lock"
 )
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-ref/seckill/internal/pgtest"
 	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
 	"github.com/seckill-ref/seckill/store"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-ref/seckill/internal/app"
-	"github.com/seckill-ref/seckill/internal/redistest"
 	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 )
 
 const secret = "s3cret-pw"

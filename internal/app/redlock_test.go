@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/app"
-	"github.com/seckill-ref/seckill/internal/redistest"
+	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 )
 
 // REDIS_ADDRS: two replicas lock with Redlock over three masters, one of

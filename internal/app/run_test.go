@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/app"
-	"github.com/seckill-ref/seckill/internal/pgtest"
 	"github.com/seckill-ref/seckill/internal/redisproc"
-	"github.com/seckill-ref/seckill/internal/redistest"
 	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
+	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 	"github.com/seckill-ref/seckill/lock"
 )
 

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/app"
-	"github.com/seckill-ref/seckill/internal/browsertest"
-	"github.com/seckill-ref/seckill/internal/redistest"
+	"github.com/seckill-ref/seckill/internal/testinfra/browsertest"
+	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 	"github.com/seckill-ref/seckill/loadtest"
 )
 

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/dashboard"
-	"github.com/seckill-ref/seckill/internal/redistest"
 	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 	"github.com/seckill-ref/seckill/store"
 )
 

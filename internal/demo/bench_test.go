@@ -19,9 +19,9 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/seckill-ref/seckill/internal/app"
-	"github.com/seckill-ref/seckill/internal/pgproc"
-	"github.com/seckill-ref/seckill/internal/pgtest"
 	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgproc"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
 )
 
 // The service benchmarks run replicas in this process, as the demo does,

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-ref/seckill/internal/browsertest"
+	"github.com/seckill-ref/seckill/internal/testinfra/browsertest"
 )
 
 // The matrix shows oversell exactly where it should: not under the Redis

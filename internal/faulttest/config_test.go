@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-ref/seckill/internal/redistest"
+	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 )
 
 // Bad Redis configuration: the real binary exits at start with status 1

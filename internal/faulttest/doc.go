@@ -7,12 +7,12 @@
 // TestMain builds the seckill binary once (without -race, so the replicas
 // run at normal speed while the test binary itself may run under the race
 // detector). Each test starts its own redis-server processes
-// (internal/redistest) and 2 or 3 `seckill serve` replicas on free
+// (internal/testinfra/redistest) and 2 or 3 `seckill serve` replicas on free
 // 127.0.0.1 ports, sharing one database, each with its own log file; it
 // waits for /readyz by polling. The database is a SQLite file in the
 // test's temp directory or, in the scenarios whose names end in Postgres,
 // a database of the test's own (DATABASE=postgres://...) on one PostgreSQL
-// server that the suite starts (internal/pgtest); there the test reads the
+// server that the suite starts (internal/testinfra/pgtest); there the test reads the
 // product through every replica at once before the sale, so that their
 // connections to the server are open when it starts. Every process is stopped by PID when the test ends,
 // pass or fail (SIGCONT first, for one a scenario left stopped); the tail

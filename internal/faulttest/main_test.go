@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seckill-ref/seckill/internal/pgproc"
-	"github.com/seckill-ref/seckill/internal/pgtest"
 	"github.com/seckill-ref/seckill/internal/procutil"
 	"github.com/seckill-ref/seckill/internal/redisproc"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgproc"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
 )
 
 // seckillBin is the service binary every test starts replicas from, built

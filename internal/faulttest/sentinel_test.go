@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill-ref/seckill/internal/redistest"
+	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 )
 
 // Scenario 7: a Sentinel failover mid-sale. The Redis deployment is one

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-ref/seckill/internal/pgtest"
-	"github.com/seckill-ref/seckill/internal/redistest"
 	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
+	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 	"github.com/seckill-ref/seckill/lock"
 	"github.com/seckill-ref/seckill/store"
 )

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-ref/seckill/internal/redistest"
+	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 )
 
 // The deployment fails over when its master is killed: every sentinel

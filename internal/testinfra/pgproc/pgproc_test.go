@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/seckill-ref/seckill/internal/pgproc"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgproc"
 )
 
 // A server starts, serves a database of its own, and is gone after Stop:

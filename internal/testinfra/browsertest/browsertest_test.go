@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-ref/seckill/internal/browsertest"
+	"github.com/seckill-ref/seckill/internal/testinfra/browsertest"
 )
 
 // The browser renders a page, answers an evaluation and takes a

@@ -1,4 +1,4 @@
-// Package pgtest gives tests real PostgreSQL databases (internal/pgproc):
+// Package pgtest gives tests real PostgreSQL databases (internal/testinfra/pgproc):
 // one server per test binary, started by the first test that asks for a
 // database, and one database per test, dropped when the test ends. A
 // database is created in a fraction of a second, a server in seconds,
@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-ref/seckill/internal/pgproc"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgproc"
 )
 
 // shared is the test binary's server.
