@@ -17,7 +17,7 @@ command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ||
 	command -v google-chrome >/dev/null 2>&1 || need+=(chromium)
 # Debian keeps initdb and postgres off PATH, in /usr/lib/postgresql/<version>/bin
-# (internal/pgproc looks there too).
+# (the tests' PostgreSQL helper looks there too).
 have_postgres() {
 	[ -n "${PG_BINDIR:-}" ] && [ -x "$PG_BINDIR/initdb" ] && return 0
 	command -v pg_config >/dev/null 2>&1 && [ -x "$(pg_config --bindir)/initdb" ] && return 0
