@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -194,15 +195,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	cfg.Targets = targets
 
-	if cfg.Stock == 0 {
-		cfg.Stock = DefaultStock
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.SampleInterval == 0 {
-		cfg.SampleInterval = DefaultSampleInterval
-	}
+	cfg.Stock = cmp.Or(cfg.Stock, DefaultStock)
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	cfg.SampleInterval = cmp.Or(cfg.SampleInterval, DefaultSampleInterval)
 	switch {
 	case cfg.Buyers < 0 || cfg.BurstWindow < 0:
 		return cfg, invalid("buyers %d over %v: want a positive number of buyers and a window of 0 or more", cfg.Buyers, cfg.BurstWindow)
@@ -219,25 +214,13 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case cfg.Buyers > 0:
-		if cfg.MaxWorkers == 0 {
-			cfg.MaxWorkers = min(cfg.Buyers, MaxBurstWorkers)
-		}
-		if cfg.Workers == 0 {
-			cfg.Workers = cfg.MaxWorkers
-		}
+		cfg.MaxWorkers = cmp.Or(cfg.MaxWorkers, min(cfg.Buyers, MaxBurstWorkers))
+		cfg.Workers = cmp.Or(cfg.Workers, cfg.MaxWorkers)
 	default:
-		if cfg.Rate == 0 {
-			cfg.Rate = DefaultRate
-		}
-		if cfg.Duration == 0 {
-			cfg.Duration = DefaultDuration
-		}
-		if cfg.Workers == 0 {
-			cfg.Workers = DefaultWorkers
-		}
-		if cfg.MaxWorkers == 0 {
-			cfg.MaxWorkers = max(DefaultMaxWorkers, cfg.Workers)
-		}
+		cfg.Rate = cmp.Or(cfg.Rate, DefaultRate)
+		cfg.Duration = cmp.Or(cfg.Duration, DefaultDuration)
+		cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
+		cfg.MaxWorkers = cmp.Or(cfg.MaxWorkers, max(DefaultMaxWorkers, cfg.Workers))
 	}
 
 	switch {
@@ -273,16 +256,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if err := cfg.Mix.validate(); err != nil {
 		return cfg, invalid("mix: %v", err)
 	}
-	if cfg.HistoryLimit == 0 {
-		cfg.HistoryLimit = DefaultHistoryLimit
-	}
-	if cfg.CheckTimeout == 0 {
-		cfg.CheckTimeout = DefaultCheckTimeout
-	}
-
-	if cfg.MaxRequests == 0 {
-		cfg.MaxRequests = cfg.expectedRequests()
-	}
+	cfg.HistoryLimit = cmp.Or(cfg.HistoryLimit, DefaultHistoryLimit)
+	cfg.CheckTimeout = cmp.Or(cfg.CheckTimeout, DefaultCheckTimeout)
+	cfg.MaxRequests = cmp.Or(cfg.MaxRequests, cfg.expectedRequests())
 	return cfg, nil
 }
 
