@@ -59,7 +59,7 @@ const (
 
 // Invariant is one check and what it found.
 type Invariant struct {
-	Number int    // as numbered in the issue: 1..6
+	Number int    // 1..6, as Check's doc numbers them
 	Name   string // what must hold
 	Safety bool   // a failure means something was sold that should not be
 	Status Status

@@ -78,8 +78,8 @@ func (s *Store) Orders(ctx context.Context, productID int64, q seckill.OrderQuer
 }
 
 // InsertOrder inserts o and adds one to the product's sold count, with no
-// condition, and sets o.ID: seed 002's order insert, used only by the
-// unfenced modes. A second order of the same user for the same product
+// condition, and sets o.ID: the order insert of seckill's unfenced
+// sequence, used only by the unfenced modes. A second order of the same user for the same product
 // matches seckill.ErrAlreadyPurchased. Sold counts every order so inserted,
 // so an oversell shows as sold above the supply.
 func (s *Store) InsertOrder(ctx context.Context, o *seckill.Order) error {

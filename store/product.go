@@ -54,8 +54,8 @@ func (s *Store) Products(ctx context.Context) ([]*seckill.Product, error) {
 	return products, nil
 }
 
-// SetStock sets a product's stock with no condition: seed 002's write-back,
-// used only by the unfenced modes.
+// SetStock sets a product's stock with no condition: the write-back of
+// seckill's unfenced sequence, used only by the unfenced modes.
 func (s *Store) SetStock(ctx context.Context, productID, stock int64) error {
 	res := s.db.WithContext(ctx).Exec("UPDATE products SET stock = ? WHERE id = ?", stock, productID)
 	if res.Error != nil {

@@ -23,8 +23,8 @@ const (
 	// LockRedis is the distributed lock of package lock, with fencing: the
 	// only mode that is correct with several replicas.
 	LockRedis LockMode = "redis"
-	// LockNone takes no lock and no fence: seed 002's sequence bare. It
-	// oversells under concurrency; it is the control group.
+	// LockNone takes no lock and no fence: seckill's unfenced sequence
+	// bare. It oversells under concurrency; it is the control group.
 	LockNone LockMode = "none"
 	// LockLocal takes an in-process mutex per product, without a fence:
 	// correct with one replica, oversells with two, which is why the lock
@@ -83,10 +83,11 @@ type Config struct {
 	QueueMax int
 
 	// UnsafeNoFence (UNSAFE_NO_FENCE, -unsafe-no-fence) turns the fence off
-	// in redis mode: no claim, no conditional write, seed 002's sequence
-	// under the Redis lock. A holder whose lease ran out then writes over
-	// its successor, and the sale oversells. For demonstrations and fault
-	// tests only; never in production. (none and local never fence.)
+	// in redis mode: no claim, no conditional write, seckill's unfenced
+	// sequence under the Redis lock. A holder whose lease ran out then
+	// writes over its successor, and the sale oversells. For demonstrations
+	// and fault tests only; never in production. (none and local never
+	// fence.)
 	UnsafeNoFence bool
 
 	// UnsafeCounterTokens (UNSAFE_COUNTER_TOKENS, no flag) makes the lock
@@ -169,8 +170,8 @@ func addDurations(ds ...time.Duration) time.Duration {
 	return sum
 }
 
-// Defaults of the batching settings. See README.md ("Group commit") for
-// the measurements behind BatchMax.
+// Defaults of the batching settings. BenchmarkHotProduct in internal/demo
+// compares BatchMax 1 with DefaultBatchMax.
 const (
 	DefaultBatchMax = 64
 	DefaultQueueMax = 1024

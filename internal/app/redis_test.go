@@ -256,11 +256,11 @@ func TestRunLogsRedisURLMasked(t *testing.T) {
 	var stdout, stderr syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, nil, env, &stdout, &stderr) }()
+	go func() { done <- app.Main(ctx, nil, env, &stdout, &stderr) }()
 	waitFor(t, "/healthz", func() bool { return healthy("http://" + addr) })
 	cancel()
 	if err := <-done; err != nil {
-		t.Errorf("Run: %v", err)
+		t.Errorf("Main: %v", err)
 	}
 	out := stdout.String() + stderr.String()
 	if want := "redis=redis://:xxxxx@" + r.Addr() + "/1"; !strings.Contains(out, want) {

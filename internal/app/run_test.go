@@ -3,7 +3,6 @@ package app_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -76,7 +75,7 @@ func healthy(url string) bool {
 	return res.StatusCode == http.StatusOK
 }
 
-// Run serves until its context ends, prints a random admin token once when
+// Main serves until its context ends, prints a random admin token once when
 // none is set, and returns nil after a clean shutdown.
 func TestRunServe(t *testing.T) {
 	r := redistest.Start(t)
@@ -88,7 +87,7 @@ func TestRunServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, nil, env, &stdout, &stderr) }()
+	go func() { done <- app.Main(ctx, nil, env, &stdout, &stderr) }()
 	url := "http://" + addr
 	waitFor(t, "/healthz", func() bool { return healthy(url) })
 
@@ -111,10 +110,10 @@ func TestRunServe(t *testing.T) {
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Errorf("Run: got %v, want nil after shutdown; stderr: %s", err, stderr.String())
+			t.Errorf("Main: got %v, want nil after shutdown; stderr: %s", err, stderr.String())
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatal("Run did not return after its context ended")
+		t.Fatal("Main did not return after its context ended")
 	}
 	if healthy(url) {
 		t.Error("still answering after shutdown")
@@ -127,7 +126,7 @@ func TestRunRedisUnreachable(t *testing.T) {
 	redisAddr := freeAddr(t) // nothing listens there
 	db := filepath.Join(t.TempDir(), "s.db")
 	env := envOf(map[string]string{"REDIS_ADDR": redisAddr, "DATABASE": db, "ADMIN_TOKEN": "x", "ADDR": freeAddr(t)})
-	err := app.Run(context.Background(), []string{"serve"}, env, &syncBuffer{}, &syncBuffer{})
+	err := app.Main(context.Background(), nil, env, &syncBuffer{}, &syncBuffer{})
 	if err == nil {
 		t.Fatal("got nil, want an error")
 	}
@@ -155,7 +154,7 @@ func TestRunDatabaseErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr syncBuffer
 			env := envOf(map[string]string{"REDIS_ADDR": tc.redis, "DATABASE": tc.db, "ADMIN_TOKEN": "x", "ADDR": freeAddr(t)})
-			err := app.Run(context.Background(), []string{"serve"}, env, &syncBuffer{}, &stderr)
+			err := app.Main(context.Background(), nil, env, &syncBuffer{}, &stderr)
 			if err == nil {
 				t.Fatal("got nil, want an error")
 			}
@@ -180,11 +179,11 @@ func TestRunServePostgresMasksThePassword(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, nil, env, &syncBuffer{}, &stderr) }()
+	go func() { done <- app.Main(ctx, nil, env, &syncBuffer{}, &stderr) }()
 	waitFor(t, "/healthz", func() bool { return healthy("http://" + addr) })
 	cancel()
 	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
+		t.Fatalf("Main: %v", err)
 	}
 	log := stderr.String()
 	if !strings.Contains(log, "xxxxx@127.0.0.1") || strings.Contains(log, "s3cret") {
@@ -192,29 +191,12 @@ func TestRunServePostgresMasksThePassword(t *testing.T) {
 	}
 }
 
-func TestRunCommands(t *testing.T) {
+// -h prints the flags and is not an error. The command table around Main
+// is tested in package main.
+func TestMainHelp(t *testing.T) {
 	var out syncBuffer
-	if err := app.Run(context.Background(), []string{"help"}, envOf(nil), &out, &out); err != nil || !strings.Contains(out.String(), "serve") {
-		t.Errorf("help: got %v and %q", err, out.String())
-	}
-	if err := app.Run(context.Background(), []string{"frobnicate"}, envOf(nil), &out, &out); err == nil {
-		t.Error("unknown command: got nil, want an error")
-	}
-	if err := app.Run(context.Background(), []string{"serve", "-h"}, envOf(nil), &out, &out); err != nil {
-		t.Errorf("serve -h: got %v, want nil", err)
-	}
-	// A command main.go hands in is listed and dispatched like the others.
-	var got []string
-	extra := app.Command{Name: "extra", Summary: "handed in by main", Run: func(_ context.Context, args []string, _ func(string) string, _, _ io.Writer) error {
-		got = args
-		return nil
-	}}
-	out = syncBuffer{}
-	if err := app.Run(context.Background(), []string{"help"}, envOf(nil), &out, &out, extra); err != nil || !strings.Contains(out.String(), "handed in by main") {
-		t.Errorf("help with an extra command: got %v and %q", err, out.String())
-	}
-	if err := app.Run(context.Background(), []string{"extra", "-x"}, envOf(nil), &out, &out, extra); err != nil || len(got) != 1 || got[0] != "-x" {
-		t.Errorf("extra -x: got %v, and the command saw %q", err, got)
+	if err := app.Main(context.Background(), []string{"-h"}, envOf(nil), &out, &out); err != nil || !strings.Contains(out.String(), "-redis-addr") {
+		t.Errorf("-h: got %v and %q, want nil and the flags", err, out.String())
 	}
 }
 

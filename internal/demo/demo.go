@@ -7,9 +7,6 @@
 // error. With -matrix it runs a short sale per lock mode and fault and
 // prints one table: the project's claim, and the control groups that show
 // the checker would have caught a failure, in one screen.
-//
-// The package imports internal/app to build the replicas, so app cannot
-// name it in its command table; main.go hands Command to app.Run instead.
 package demo
 
 import (
@@ -35,29 +32,20 @@ const (
 	exitError = loadtest.ExitError
 )
 
-// Command is the demo as a subcommand of the seckill program.
-func Command() app.Command {
-	return app.Command{
-		Name:    "demo",
-		Summary: "start Redis and two replicas in this process, run a flash sale on them, check it, clean up",
-		Run:     Main,
-	}
-}
-
-// Main runs the demo with args (without the command name). It reads the
-// environment only through getenv; the report goes to stdout, problems and
-// the replicas' warnings to stderr. The exit status travels as an
-// app.ExitError, after Main has said why; -h returns flag.ErrHelp.
-func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// Main is the "seckill demo" command: it runs the demo with args (without
+// the command name) and returns the exit status, as loadtest.Main does, after
+// saying why when it is not 0. It reads the environment only through getenv;
+// the report goes to stdout, problems and the replicas' warnings to stderr.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		return err
+		return exitOK
 	}
 	if err != nil {
 		if !errors.Is(err, errFlagParse) {
 			fmt.Fprintf(stderr, "demo: %v\nRun 'seckill demo -h' for usage.\n", err)
 		}
-		return exit(exitError)
+		return exitError
 	}
 	// Until Main returns, these signals stop the sale but not the clean-up:
 	// the redis-server child sits in its own process group and would
@@ -69,7 +57,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	logs, err := openReplicaLogs(o.logFile)
 	if err != nil {
 		fmt.Fprintf(stderr, "demo: %v\n", err)
-		return exit(exitError)
+		return exitError
 	}
 	defer logs.Close()
 
@@ -77,7 +65,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	if o.needsRedis() {
 		if rds, err = startRedis(ctx, o.redis, stderr); err != nil {
 			fmt.Fprintf(stderr, "demo: %v\n", err)
-			return exit(exitError)
+			return exitError
 		}
 	}
 	var code int
@@ -92,15 +80,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 			code = exitError
 		}
 	}
-	return exit(code)
-}
-
-// exit turns an exit status into Main's error.
-func exit(code int) error {
-	if code == exitOK {
-		return nil
-	}
-	return app.ExitError{Code: code}
+	return code
 }
 
 // runSale is the demo without -matrix: one sale with the flags' settings.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"net"
 	"os"
 	"regexp"
@@ -17,7 +16,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/seckill-ref/seckill/internal/app"
 	"github.com/seckill-ref/seckill/internal/demo"
 )
 
@@ -67,16 +65,8 @@ func runDemo(t *testing.T, ctx context.Context, stdout *syncBuffer, env map[stri
 	}
 	var stderr syncBuffer
 	start := time.Now()
-	err := demo.Main(ctx, args, func(k string) string { return env[k] }, stdout, &stderr)
-	r := run{stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
-	var exit app.ExitError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-	case errors.As(err, &exit):
-		r.code = exit.Code
-	default:
-		t.Fatalf("Main returned %v, want nil or an app.ExitError", err)
-	}
+	code := demo.Main(ctx, args, func(k string) string { return env[k] }, stdout, &stderr)
+	r := run{code: code, stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
 	t.Logf("demo %s: exit %d after %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, r.took.Round(time.Millisecond), r.stdout, r.stderr)
 	return r
 }

@@ -81,62 +81,31 @@ type Metrics struct {
 // contention label is present from the start, so that a scrape shows zeros
 // rather than nothing and rates are defined from the first sample.
 func New() *Metrics {
-	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		purchases: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "seckill_purchases_total", Help: "Purchases by outcome.",
-		}, []string{"outcome"}),
-		purchaseSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "seckill_purchase_duration_seconds", Help: "Time to answer a purchase, queue and lock wait included, by outcome.",
-			Buckets: DurationBuckets,
-		}, []string{"outcome"}),
-		fenceRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "seckill_fence_rejections_total",
-			Help: "Writes refused because a newer lock holder had claimed the product's fence (a stalled holder's late write), by stage.",
-		}, []string{"stage"}),
-		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "seckill_purchase_batch_size", Help: "Purchases served per lock hold (group commit).",
-			Buckets: BatchBuckets,
-		}),
-		acquisitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "seckill_lock_acquisitions_total", Help: "Lock acquisitions, by whether the first attempt found the lock taken.",
-		}, []string{"contended"}),
-		waitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "seckill_lock_wait_seconds", Help: "Time spent waiting for locks that were acquired.",
-			Buckets: DurationBuckets,
-		}),
-		acquireFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_lock_acquire_failures_total", Help: "Lock waits that ended without the lock.",
-		}),
-		releases: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_lock_releases_total", Help: "Lock releases.",
-		}),
-		heldSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "seckill_lock_held_seconds", Help: "Time locks were held.",
-			Buckets: DurationBuckets,
-		}),
-		renewalFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_lock_renewal_failures_total", Help: "Background lease renewals that failed.",
-		}),
-		leasesLost: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_lock_leases_lost_total", Help: "Leases lost while held.",
-		}),
-		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "seckill_http_requests_total",
-			Help: `HTTP requests by method, route (the route's pattern, such as /api/v1/products/:id/purchase; "unmatched" for unknown paths) and status.`,
-		}, []string{"method", "route", "status"}),
-		httpSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "seckill_http_request_duration_seconds", Help: "Time to answer an HTTP request, by method and route.",
-			Buckets: DurationBuckets,
-		}, []string{"method", "route"}),
-	}
-	m.reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.purchases, m.purchaseSeconds, m.fenceRejections, m.batchSize,
-		m.acquisitions, m.waitSeconds, m.acquireFailures, m.releases, m.heldSeconds,
-		m.renewalFailures, m.leasesLost, m.httpRequests, m.httpSeconds,
-	)
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	m.purchases = m.counterVec("seckill_purchases_total", "Purchases by outcome.", "outcome")
+	m.purchaseSeconds = m.histogramVec("seckill_purchase_duration_seconds",
+		"Time to answer a purchase, queue and lock wait included, by outcome.", DurationBuckets, "outcome")
+	m.fenceRejections = m.counterVec("seckill_fence_rejections_total",
+		"Writes refused because a newer lock holder had claimed the product's fence (a stalled holder's late write), by stage.", "stage")
+	m.batchSize = m.histogram("seckill_purchase_batch_size", "Purchases served per lock hold (group commit).", BatchBuckets)
+
+	m.acquisitions = m.counterVec("seckill_lock_acquisitions_total",
+		"Lock acquisitions, by whether the first attempt found the lock taken.", "contended")
+	m.waitSeconds = m.histogram("seckill_lock_wait_seconds", "Time spent waiting for locks that were acquired.", DurationBuckets)
+	m.acquireFailures = m.counter("seckill_lock_acquire_failures_total", "Lock waits that ended without the lock.")
+	m.releases = m.counter("seckill_lock_releases_total", "Lock releases.")
+	m.heldSeconds = m.histogram("seckill_lock_held_seconds", "Time locks were held.", DurationBuckets)
+	m.renewalFailures = m.counter("seckill_lock_renewal_failures_total", "Background lease renewals that failed.")
+	m.leasesLost = m.counter("seckill_lock_leases_lost_total", "Leases lost while held.")
+
+	m.httpRequests = m.counterVec("seckill_http_requests_total",
+		`HTTP requests by method, route (the route's pattern, such as /api/v1/products/:id/purchase; "unmatched" for unknown paths) and status.`,
+		"method", "route", "status")
+	m.httpSeconds = m.histogramVec("seckill_http_request_duration_seconds",
+		"Time to answer an HTTP request, by method and route.", DurationBuckets, "method", "route")
+
 	for _, o := range seckill.Outcomes {
 		m.purchases.WithLabelValues(string(o))
 		m.purchaseSeconds.WithLabelValues(string(o))
@@ -146,6 +115,32 @@ func New() *Metrics {
 	m.acquisitions.WithLabelValues("false")
 	m.acquisitions.WithLabelValues("true")
 	return m
+}
+
+// counter, counterVec, histogram and histogramVec make a metric and
+// register it in m's registry.
+func (m *Metrics) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	m.reg.MustRegister(c)
+	return c
+}
+
+func (m *Metrics) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	m.reg.MustRegister(c)
+	return c
+}
+
+func (m *Metrics) histogram(name, help string, buckets []float64) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	m.reg.MustRegister(h)
+	return h
+}
+
+func (m *Metrics) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	m.reg.MustRegister(h)
+	return h
 }
 
 // Handler serves the registry in the format the scraper asks for (the

@@ -7,10 +7,11 @@
 //
 // # The purchase
 //
-// Seed 002 sells an item in three steps under a per-product Redis lock:
-// check the stock, insert the order, write back the stock read minus one,
-// and unlock in a finally block. Service.Purchase keeps that shape and adds
-// what the seed leaves open:
+// The usual flash-sale endpoint (see References in package lock) sells an
+// item in three steps under a per-product Redis lock: check the stock,
+// insert the order, write back the stock read minus one, and unlock in a
+// finally block. This package calls that the unfenced sequence.
+// Service.Purchase keeps its shape and adds what it leaves open:
 //
 //  1. Validate and look the product up (ErrInvalid, ErrNotFound).
 //  2. Fast paths: if the stock just read is zero, answer ErrSoldOut
@@ -35,13 +36,13 @@
 //     insert the order, both only if the product's fence still holds this
 //     holder's token (Store.PlaceOrder); otherwise nothing is written
 //     (ErrFenceRejected).
-//  7. Release the lock, whatever happened (a defer, the seed's finally).
+//  7. Release the lock, whatever happened (a defer: the finally block).
 //
 // # Why the fence, and not the lease, keeps the sale exact
 //
-// The seeds' open problem is a holder whose lease runs out while it is
-// still working: a GC pause, a stalled disk or a slow network, longer than
-// the TTL. Redis then gives the lock to the next buyer, and two processes
+// The unfenced sequence's open problem is a holder whose lease runs out
+// while it is still working: a GC pause, a stalled disk or a slow network,
+// longer than the TTL. Redis then gives the lock to the next buyer, and two processes
 // are in the critical section at once. Renewal makes that rarer but cannot
 // rule it out (a paused process cannot renew, and cannot notice that it
 // failed to), and checking the lock's Lost channel before writing only
@@ -56,7 +57,7 @@
 // step 5 only after its claim: every write accepted before the claim is
 // already in what it reads, and no write of an earlier holder can be
 // accepted after it. The stock it writes back is therefore never based on a
-// stale read, whatever the lease did. Seed 002's write-back of "the value
+// stale read, whatever the lease did. The unfenced write-back of "the value
 // read minus one" is exactly what a stale read turns into an oversell; the
 // fence is what makes that write-back safe, which is why the SQL guards the
 // stock write with the fence alone and not with "stock > 0": disabling the
@@ -68,7 +69,7 @@
 //
 // # Unfenced modes
 //
-// With Options.Fencing off, Purchase runs seed 002's sequence as written:
+// With Options.Unfenced set, Purchase runs the unfenced sequence as written:
 // read the stock, check it, insert the order, then write back the value
 // read minus one in a separate statement, with no fence and no
 // transaction. Under a lock that is truly exclusive this is correct; the

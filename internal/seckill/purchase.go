@@ -45,8 +45,8 @@ func (s *Service) Purchase(ctx context.Context, productID int64, userID string) 
 	return order, nil
 }
 
-// purchaseLocked is the critical section: steps 4 to 6, or seed 002's
-// sequence when unfenced.
+// purchaseLocked is the critical section: steps 4 to 6, or the unfenced
+// sequence (see the package doc) when s.unfenced.
 func (s *Service) purchaseLocked(ctx context.Context, productID int64, userID string, token int64) (*Order, error) {
 	// Step 4. The claim comes before the read so that the read sees every
 	// write an earlier holder got accepted.
@@ -71,8 +71,8 @@ func (s *Service) purchaseLocked(ctx context.Context, productID int64, userID st
 		}
 		return o, nil
 	}
-	// Seed 002, as written: insert the order, then write back the stock read
-	// minus one in a separate statement. Safe only if nobody else read the
+	// The unfenced sequence: insert the order, then write back the stock
+	// read minus one in a separate statement. Safe only if nobody else read the
 	// same stock meanwhile.
 	if err := s.store.InsertOrder(ctx, o); err != nil {
 		return nil, err
@@ -84,7 +84,7 @@ func (s *Service) purchaseLocked(ctx context.Context, productID int64, userID st
 }
 
 // locked runs fn while holding the product's lock, and releases the lock
-// however fn ends: the seed's finally block.
+// however fn ends, as the unfenced sequence's finally block does.
 func (s *Service) locked(ctx context.Context, productID int64, fn func(ctx context.Context, token int64) error) error {
 	lease, err := s.locker.Acquire(ctx, LockName(productID))
 	if err != nil {

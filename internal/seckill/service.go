@@ -11,8 +11,8 @@ import (
 // Options configure a Service. The zero value is the safe configuration:
 // fenced writes, the real clock, no chaos, nothing recorded or logged.
 type Options struct {
-	// Unfenced skips steps 4 and 6's fence and runs seed 002's unfenced
-	// sequence instead (see the package doc). Correct only under a lock
+	// Unfenced skips steps 4 and 6's fence and runs the unfenced sequence
+	// instead (see the package doc). Correct only under a lock
 	// that is truly exclusive; required with a Locker whose tokens are 0.
 	Unfenced bool
 

@@ -38,10 +38,10 @@ type Store interface {
 	SetStockFenced(ctx context.Context, productID, stock, token int64) (*Product, error)
 
 	// InsertOrder inserts o and adds one to the product's Sold, with no
-	// condition, and sets o.ID (seed 002's unfenced sequence).
+	// condition, and sets o.ID (the unfenced sequence's insert).
 	InsertOrder(ctx context.Context, o *Order) error
-	// SetStock sets the product's stock with no condition (seed 002's
-	// write-back).
+	// SetStock sets the product's stock with no condition (the unfenced
+	// sequence's write-back).
 	SetStock(ctx context.Context, productID, stock int64) error
 
 	// Ping reports whether the database answers, for readiness.

@@ -32,7 +32,8 @@ func (o ours) Acquire(ctx context.Context) (func(), bool, error) {
 	return func() { _ = lk.Release(ctx) }, true, nil
 }
 
-// Seed adapts seed 000's polling lock on key.
+// Seed adapts antipattern.SeedLock, the polling lock that is the
+// benchmark's baseline, on key.
 func Seed(m *antipattern.SeedLock, key string) Lock { return seed{m, key} }
 
 type seed struct {

@@ -1,7 +1,8 @@
 // Package app wires the service together: configuration from flags and the
 // environment, the store, the lock in its configured mode, the domain
-// service, the HTTP handlers, logging, and graceful shutdown. It is the
-// only package that knows every other one; main.go only calls Run.
+// service, the HTTP handlers, logging, and graceful shutdown. Main is the
+// "seckill serve" command; NewServer builds a replica for programs that run
+// several in one process (the demo, the tests).
 package app
 
 import (
@@ -23,71 +24,17 @@ import (
 	"github.com/seckill-ref/seckill/store"
 )
 
-// Command is one subcommand of the program. Those defined outside this
-// package are handed to Run by main.go: the demo builds replicas with
-// NewServer, so it imports app, and app's own table cannot name it without
-// an import cycle.
-type Command struct {
-	Name    string
-	Summary string
-	Run     func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
-}
-
-// commands lists the subcommands; the first is the default.
-func commands() []Command {
-	return []Command{
-		{"serve", "run the HTTP API (the default)", serve},
-		{"loadtest", "run a flash sale against running replicas and check that nothing is oversold", loadtestCmd},
-	}
-}
-
-// Run runs the program with its command-line arguments (without the
-// program name). The first argument names a subcommand; without one, or
-// when it starts with "-", it is serve. It reads the environment only
-// through getenv and writes only to stdout and stderr, so that a test can
-// run it like a process. It returns nil after a clean shutdown and after
-// -h. extra adds the subcommands main.go wires in, after the built-in ones.
-func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, extra ...Command) error {
-	cmds := append(commands(), extra...)
-	cmd := cmds[0]
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		name := args[0]
-		args = args[1:]
-		if name == "help" {
-			usage(stdout, cmds)
-			return nil
-		}
-		found := false
-		for _, c := range cmds {
-			if c.Name == name {
-				cmd, found = c, true
-			}
-		}
-		if !found {
-			usage(stderr, cmds)
-			return fmt.Errorf("unknown command %q", name)
-		}
-	}
-	err := cmd.Run(ctx, args, getenv, stdout, stderr)
+// Main is the "seckill serve" command: it parses args (without the command
+// name) and the environment, read only through getenv, then runs one
+// replica until SIGINT or SIGTERM (or ctx ends) and shuts down: stop
+// accepting, finish in-flight requests (they release their locks), close
+// the Locker, Redis and the database. Logs go to stderr, the random admin
+// token to stdout. It returns nil after a clean shutdown and after -h.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := ParseConfig("serve", args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
-	return err
-}
-
-func usage(w io.Writer, cmds []Command) {
-	fmt.Fprintln(w, "usage: seckill [command] [flags]\n\ncommands:")
-	for _, c := range cmds {
-		fmt.Fprintf(w, "  %-10s %s\n", c.Name, c.Summary)
-	}
-	fmt.Fprintln(w, "\nRun seckill <command> -h for a command's flags.")
-}
-
-// serve runs one replica until SIGINT or SIGTERM (or ctx ends), then shuts
-// down: stop accepting, finish in-flight requests (they release their
-// locks), close the Locker, Redis and the database.
-func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := ParseConfig("serve", args, getenv, stderr)
 	if err != nil {
 		return err
 	}
