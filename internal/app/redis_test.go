@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill-ref/seckill/internal/app"
 	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 )
 
@@ -257,7 +258,7 @@ func TestRunLogsRedisURLMasked(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, nil, env, &stdout, &stderr) }()
-	waitFor(t, "/healthz", func() bool { return healthy("http://" + addr) })
+	poll.Eventually(t, 10*time.Second, "/healthz", func() bool { return healthy("http://" + addr) })
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)

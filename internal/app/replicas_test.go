@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -68,8 +69,8 @@ func TestRestockOnBothReplicas(t *testing.T) {
 			t.Fatalf("replica %d after sell-out: got %d %s, want 409 sold_out", i, status, body)
 		}
 	}
-	if status, body := call(b.Handler(), "PUT", "/api/v1/products/1/stock", `{"stock":2}`); status != http.StatusOK {
-		t.Fatalf("restock on b: got %d %s", status, body)
+	if _, err := api(b.Handler()).Restock(context.Background(), id, 2); err != nil {
+		t.Fatalf("restock on b: %v", err)
 	}
 	if status, body := buy(a.Handler(), id, "u2"); status != http.StatusCreated {
 		t.Errorf("a after restock on b: got %d %s, want 201", status, body)

@@ -3,6 +3,7 @@ package demo_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 )
 
 // The demo's main job, on both kinds of Redis: two replicas under the
@@ -252,15 +255,21 @@ func TestDemoKeepServesTheDashboard(t *testing.T) {
 				}
 				// The seconds reach Redis once a second: poll until the
 				// sale's purchases are in, or a deadline.
-				for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-					var b []byte
-					if b, v.err = httpGet(m[1] + "/dashboard/data"); v.err != nil {
-						return
+				pctx, pcancel := context.WithTimeout(context.Background(), 15*time.Second)
+				defer pcancel()
+				err = poll.Until(pctx, 100*time.Millisecond, func() (bool, error) {
+					b, err := httpGet(m[1] + "/dashboard/data")
+					if err != nil {
+						return false, err
 					}
 					v.data = dashboardData{}
-					if v.err = json.Unmarshal(b, &v.data); v.err != nil || v.data.Totals.Outcomes["created"] >= 50 {
-						return
+					if err := json.Unmarshal(b, &v.data); err != nil {
+						return false, err
 					}
+					return v.data.Totals.Outcomes["created"] >= 50, nil
+				})
+				if !errors.Is(err, poll.ErrTimeout) {
+					v.err = err
 				}
 			}()
 		})

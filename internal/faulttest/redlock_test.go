@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 )
 
 // Scenario 4: the replicas lock with Redlock over three independent
@@ -159,7 +161,7 @@ func redlockNodes(t *testing.T, control bool) {
 	if rep.After.Stock != 0 {
 		t.Errorf("stock after the sale: got %d, want 0 (the sale should complete once the nodes are back)", rep.After.Stock)
 	}
-	orders, err := allOrders(context.Background(), a, id)
+	orders, err := a.api().Orders(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +195,7 @@ func quorumState(ctx context.Context, rs []*replica, r *replica, id int64) (quor
 		q.acquired += int64(m[mAcqUncontended] + m[mAcqContended])
 		q.held += int64(m.held())
 	}
-	p, err := getProduct(ctx, r, id)
+	p, err := r.api().Product(ctx, id)
 	q.sold = p.Sold
 	return q, err
 }
@@ -202,7 +204,7 @@ func quorumState(ctx context.Context, rs []*replica, r *replica, id int64) (quor
 func waitQuorumState(ctx context.Context, rs []*replica, r *replica, id int64, cond func(quorum) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return poll(ctx, 5*time.Millisecond, func() (bool, error) {
+	return poll.Until(ctx, 5*time.Millisecond, func() (bool, error) {
 		q, err := quorumState(ctx, rs, r, id)
 		return err == nil && cond(q), nil
 	})

@@ -6,6 +6,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seckill-ref/seckill/internal/apiclient"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 )
 
 // Scenario 3: restart the single Redis server mid-sale, while a replica
@@ -108,7 +111,7 @@ func restartRedis(t *testing.T, db database, control bool) {
 		t.Log(l)
 	}
 
-	orders, err := allOrders(context.Background(), b, id)
+	orders, err := b.api().Orders(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,9 +147,9 @@ func waitEvidence(ctx context.Context, a, b *replica, id, s int64, before metric
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var evidence string
-	err := poll(wctx, 5*time.Millisecond, func() (bool, error) {
+	err := poll.Until(wctx, 5*time.Millisecond, func() (bool, error) {
 		if control {
-			p, err := getProduct(wctx, b, id)
+			p, err := b.api().Product(wctx, id)
 			if err != nil || p.Stock+p.Sold <= s {
 				return false, nil
 			}
@@ -166,16 +169,16 @@ func waitEvidence(ctx context.Context, a, b *replica, id, s int64, before metric
 	return evidence, nil
 }
 
-func first(o []order) order {
+func first(o []apiclient.Order) apiclient.Order {
 	if len(o) == 0 {
-		return order{}
+		return apiclient.Order{}
 	}
 	return o[0]
 }
 
-func last(o []order) order {
+func last(o []apiclient.Order) apiclient.Order {
 	if len(o) == 0 {
-		return order{}
+		return apiclient.Order{}
 	}
 	return o[len(o)-1]
 }

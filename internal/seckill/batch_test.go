@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 	"github.com/seckill-ref/seckill/lock"
 	"github.com/seckill-ref/seckill/store"
 )
@@ -57,7 +58,7 @@ func (b *batchRun) buy(ctx context.Context, user string) {
 		b.out[i] = result{user, o, err}
 		b.mu.Unlock()
 	})
-	waitFor(b.t, fmt.Sprintf("purchase %d (%s) to queue", i, user), func() bool { return b.svc.Waiting(b.id) == b.count })
+	poll.Eventually(b.t, 10*time.Second, fmt.Sprintf("purchase %d (%s) to queue", i, user), func() bool { return b.svc.Waiting(b.id) == b.count })
 }
 
 // release lets the queue through and returns every result.
@@ -68,18 +69,6 @@ func (b *batchRun) release() map[int]result {
 	}
 	b.wg.Wait()
 	return b.out
-}
-
-// waitFor polls cond until it holds, for up to ten seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func batchService(e *env, st *store.Store, rec *counts, opts seckill.Options) *seckill.Service {

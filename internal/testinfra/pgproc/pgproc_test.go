@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckill-ref/seckill/internal/testinfra/pgproc"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 )
 
 // A server starts, serves a database of its own, and is gone after Stop:
@@ -111,12 +112,10 @@ func TestServerDiesWithItsParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = helper.Wait()
-	deadline := time.Now().Add(20 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("server pid %d still runs 20s after its parent was killed", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := poll.Until(ctx, 10*time.Millisecond, func() (bool, error) { return syscall.Kill(pid, 0) != nil, nil }); err != nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("server pid %d still runs 20s after its parent was killed", pid)
 	}
 }
