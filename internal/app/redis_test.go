@@ -142,6 +142,9 @@ func TestRedisURLRefused(t *testing.T) {
 // sentinels, every acquisition acknowledged by the replica) and sell
 // exactly the stock.
 func TestSentinelReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: Redis with Sentinel")
+	}
 	s := redistest.StartSentinel(t, "seckill", redistest.SentinelOptions{Password: secret, SentinelPassword: secret + "-s"})
 	d := newDeployment(t)
 	edit := func(cfg *app.Config) {
@@ -196,6 +199,9 @@ func TestSentinelRefused(t *testing.T) {
 // products, whose locks live in different slots; readiness fails when a
 // master is gone.
 func TestClusterReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a Redis Cluster")
+	}
 	nodes := redistest.StartCluster(t, 3, "--requirepass", secret, "--masterauth", secret)
 	d := newDeployment(t)
 	edit := func(cfg *app.Config) {

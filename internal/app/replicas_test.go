@@ -11,6 +11,9 @@ import (
 
 // Two replicas, 1,000 distinct buyers at once, 100 items: exactly 100 sold.
 func TestTwoReplicasThousandBuyers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: multi-replica sale")
+	}
 	eachDB(t, func(t *testing.T, db string) {
 		c := newClusterOn(t, db)
 		// A long wait so that every buyer gets an answer on the merits; 503s
@@ -58,6 +61,9 @@ func TestTwoReplicasThousandBuyers(t *testing.T) {
 // A restock after a sell-out is seen by both replicas at once: the
 // sold-out fast path reads the shared database, there is no cache.
 func TestRestockOnBothReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: multi-replica sale")
+	}
 	c := newCluster(t)
 	a, b := c.replica(nil), c.replica(nil)
 	id := createProduct(t, a.Handler(), 1)

@@ -101,6 +101,9 @@ const readPage = `(() => {
 // charts, and counts the purchases of both replicas whichever one serves
 // the page.
 func TestDashboardInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: headless Chromium")
+	}
 	urls := serveReplicas(t, 2)
 	b := browsertest.Start(t, 1280, 900)
 	b.Navigate(urls[0] + "/dashboard")

@@ -21,6 +21,9 @@ import (
 // The demo's main job, on both kinds of Redis: two replicas under the
 // distributed lock sell exactly the stock, and everything is gone after.
 func TestDemoPasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
+	}
 	for _, tt := range []struct {
 		redis, want string
 	}{
@@ -48,6 +51,9 @@ func TestDemoPasses(t *testing.T) {
 // so, with the exit status CI reads: 1 plainly, 0 when the oversell is
 // what was expected.
 func TestDemoDetectsOversell(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
+	}
 	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
 	for _, tt := range []struct {
 		name    string
@@ -78,6 +84,9 @@ func TestDemoDetectsOversell(t *testing.T) {
 // under the local lock of two replicas, whose lost updates show in the
 // reads.
 func TestDemoMixedSaleIsChecked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
+	}
 	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
 	mixed := []string{"-buyers", "600", "-stock", "50", "-mix", "reads=10%,restocks=5/s"}
 	for _, tt := range []struct {
@@ -119,6 +128,9 @@ var vizRE = regexp.MustCompile(`porcupine's visualization of product \d+: (\S+)`
 // still reads the sale back and judges it, then stops the replicas and
 // redis-server and removes the directory.
 func TestDemoCleansUpWhenInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	progress := regexp.MustCompile(`s +sent [1-9]`) // the first progress line, a second in
@@ -143,6 +155,9 @@ func TestDemoCleansUpWhenInterrupted(t *testing.T) {
 // An error after everything has started (the results file cannot be
 // created) is exit status 2, and still cleans up.
 func TestDemoCleansUpAfterError(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
+	}
 	out := filepath.Join(t.TempDir(), "missing", "results.bin")
 	r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": "server"}, args("-out", out)...)
 	if r.code != 2 {
@@ -183,6 +198,9 @@ func TestDemoUsage(t *testing.T) {
 // demo -report and -report-json pass through to the sale: the page says
 // what the text says, and the JSON reads back.
 func TestDemoReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
+	}
 	dir := t.TempDir()
 	page, data := filepath.Join(dir, "sale.html"), filepath.Join(dir, "sale.json")
 	r := runDemo(t, context.Background(), nil, nil, args("-lock", "none", "-expect-oversell", "-report", page, "-report-json", data)...)
@@ -225,6 +243,9 @@ func TestDemoReport(t *testing.T) {
 // the replicas have written the sale's seconds, its 50 purchases. Then
 // the demo cleans up as usual and exits with the sale's verdict.
 func TestDemoKeepServesTheDashboard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	keepRE := regexp.MustCompile(`the dashboard is at (http://127\.0\.0\.1:\d+)/dashboard; Ctrl-C to stop`)

@@ -21,6 +21,9 @@ import (
 // A server starts, serves a database of its own, and is gone after Stop:
 // its process and its directory.
 func TestStartCreateStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts PostgreSQL servers (initdb and postgres take seconds)")
+	}
 	ctx := context.Background()
 	srv, err := pgproc.Start(ctx, pgproc.Options{})
 	if err != nil {
@@ -83,6 +86,9 @@ func TestMain(m *testing.M) {
 // does (Pdeathsig), so no server outlives the run. The helper is this
 // test binary, run again.
 func TestServerDiesWithItsParent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts PostgreSQL servers (initdb and postgres take seconds)")
+	}
 	helper := exec.Command(os.Args[0], "-test.run=^$")
 	helper.Env = append(os.Environ(), helperEnv+"=1")
 	stdout, err := helper.StdoutPipe()
