@@ -46,14 +46,6 @@ func newClusterOn(t *testing.T, db string) *cluster {
 	return &cluster{t: t, redis: redistest.Start(t), db: db}
 }
 
-// eachDB runs test once on a new SQLite file and once on a new database on
-// a real PostgreSQL server, for the tests whose outcome depends on what the
-// database does under concurrency.
-func eachDB(t *testing.T, test func(t *testing.T, db string)) {
-	t.Run("sqlite", func(t *testing.T) { test(t, filepath.Join(t.TempDir(), "seckill.db")) })
-	t.Run("postgres", func(t *testing.T) { test(t, pgtest.Database(t)) })
-}
-
 // config is the replicas' configuration before edit changes it.
 func (c *cluster) config(edit func(*app.Config)) app.Config {
 	cfg := app.DefaultConfig()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/app"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
 )
 
 // The unsafe modes must visibly oversell: that is what they are for. The
@@ -121,7 +122,7 @@ func TestLeaseExpiryCertain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: multi-replica sale")
 	}
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		for _, unsafe := range []bool{false, true} {
 			name := "fenced"
 			if unsafe {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/app"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
 )
 
 // Two replicas, 1,000 distinct buyers at once, 100 items: exactly 100 sold.
@@ -14,7 +15,7 @@ func TestTwoReplicasThousandBuyers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: multi-replica sale")
 	}
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		c := newClusterOn(t, db)
 		// A long wait so that every buyer gets an answer on the merits; 503s
 		// would be allowed, but would make the count of 201s depend on timing.

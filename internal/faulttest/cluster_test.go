@@ -210,6 +210,21 @@ const warmConns = 16
 // buyers up into a few big batches and leaves the faults no sale to land
 // in. On SQLite it does nothing: a connection is a file handle, and the
 // scenarios' timing there is as it always was.
+// sale runs cfg with fault (runSale), after warming up the connections on
+// PostgreSQL, and then logs notes, which fault fills in.
+func (c *cluster) sale(cfg loadtest.Config, expectOversell bool, fault func(ctx context.Context) error, notes *[]string) loadtest.Report {
+	c.t.Helper()
+	cfg.ExpectOversell = expectOversell
+	c.warmUp(cfg)
+	rep := runSale(c.t, cfg, fault)
+	if notes != nil {
+		for _, l := range *notes {
+			c.t.Log(l)
+		}
+	}
+	return rep
+}
+
 func (c *cluster) warmUp(cfg loadtest.Config) {
 	if c.kind == postgres {
 		warmUp(c.t, cfg)

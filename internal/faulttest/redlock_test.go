@@ -138,11 +138,7 @@ func redlockNodes(t *testing.T, control bool) {
 		return nil
 	}
 	cfg := saleConfig(id, pick(100, 150), pick(5*time.Second, 15*time.Second), a, b)
-	cfg.ExpectOversell = control
-	rep := runSale(t, cfg, fault)
-	for _, l := range notes {
-		t.Log(l)
-	}
+	rep := c.sale(cfg, control, fault, &notes)
 	if control {
 		assertOversold(t, rep)
 		return

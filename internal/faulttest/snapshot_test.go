@@ -115,7 +115,7 @@ func staleSnapshot(t *testing.T, control bool) {
 		return nil
 	}
 	cfg := saleConfig(id, pick(60, 100), pick(8*time.Second, 15*time.Second), b, a)
-	rep := runSale(t, cfg, fault)
+	rep := c.sale(cfg, false, fault, nil)
 	t.Log(note)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

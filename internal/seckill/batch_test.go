@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
 	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 	"github.com/seckill-ref/seckill/lock"
 	"github.com/seckill-ref/seckill/store"
@@ -83,7 +84,7 @@ func batchService(e *env, st *store.Store, rec *counts, opts seckill.Options) *s
 // winners' orders share the batch's fencing token, larger than an earlier
 // batch's.
 func TestBatchAppliesTheRulesInOrder(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		st := e.store()
 		rec := newCounts()
@@ -137,7 +138,7 @@ func TestBatchAppliesTheRulesInOrder(t *testing.T) {
 // A purchase whose buyer leaves while it waits is not sold; the rest of
 // its batch is.
 func TestBatchLeavesOutACancelledPurchase(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		st := e.store()
 		svc := batchService(e, st, newCounts(), seckill.Options{})
@@ -172,7 +173,7 @@ func TestBatchLeavesOutACancelledPurchase(t *testing.T) {
 // A batch whose lease ran out and whose fence a newer holder claimed is
 // refused as a whole: every purchase in it hears busy, and none is sold.
 func TestBatchFenceRejectionFailsTheWholeBatch(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		stA, stB := e.store(), e.store()
 		p := e.product(stA, 10)
@@ -224,7 +225,7 @@ func TestBatchFenceRejectionFailsTheWholeBatch(t *testing.T) {
 // Under a burst, every buyer gets an answer, nothing is oversold, and the
 // queue turns buyers away at once when it is full.
 func TestBatchBurst(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		stA, stB := e.store(), e.store()
 		p := e.product(stA, 50)

@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,15 @@ func Server(t testing.TB) *pgproc.Server {
 func Database(t testing.TB) string {
 	t.Helper()
 	return NewDatabase(t, Server(t))
+}
+
+// EachDB runs test twice, as subtests, each on a new and empty database:
+// "sqlite", a SQLite file in t's temporary directory, and "postgres", a
+// database on the shared server (skipped under -short). It is for the tests
+// whose outcome depends on what the database does.
+func EachDB(t *testing.T, test func(t *testing.T, db string)) {
+	t.Run("sqlite", func(t *testing.T) { test(t, filepath.Join(t.TempDir(), "seckill.db")) })
+	t.Run("postgres", func(t *testing.T) { test(t, Database(t)) })
 }
 
 // Start runs a server of t's own with opts, stopped when t ends: for a
