@@ -1,17 +1,32 @@
-# The project's checks, as make targets; each is a script that also runs
-# on its own.
-.PHONY: test lint fuzz ci
+# The project's checks, as make targets; each is a script or a go command
+# that also runs on its own. `make help` lists them.
+.PHONY: help test test-short lint fuzz bench compose-check ci
 
 FUZZTIME ?= 20000x
+BENCH ?= .
+BENCHTIME ?= 1s
 
-test: ## go test -race ./... against real redis-server processes
+help: ## this list
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+test: ## every test under -race, real Redis, PostgreSQL and Chromium (./scripts/test.sh)
 	./scripts/test.sh
+
+test-short: ## the fast inner loop: go test -short, without the multi-process suites
+	go test -short -count=1 ./...
 
 lint: ## gofmt, go vet and staticcheck on both modules
 	./scripts/lint.sh
 
 fuzz: ## every fuzz target for FUZZTIME inputs (default 20000x)
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
+bench: ## benchmarks matching BENCH (default all) for BENCHTIME, both modules
+	go test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) ./...
+	cd bench && go test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) ./...
+
+compose-check: ## the docker-compose stack under load (./scripts/compose-check.sh; needs Docker)
+	./scripts/compose-check.sh
 
 ci: ## everything CI runs
 	./.ci/run

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/seckill-ref/seckill/internal/apiclient"
 )
 
 // TestSnapshotWaitsForTheProductToSettle serves a product whose sold count
@@ -26,7 +28,7 @@ func TestSnapshotWaitsForTheProductToSettle(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	a := api{client: newClient(http.DefaultTransport, 5*time.Second), base: srv.URL}
+	a := api{apiclient.New(newClient(http.DefaultTransport, 5*time.Second), srv.URL, "")}
 	p, orders, _, err := a.snapshot(t.Context(), 1)
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +41,7 @@ func TestSnapshotWaitsForTheProductToSettle(t *testing.T) {
 func TestAPIErrorNamesTheProblem(t *testing.T) {
 	shop := newFakeShop(false)
 	url, _ := shop.serve(t)
-	a := api{client: newClient(http.DefaultTransport, 5*time.Second), base: url, token: "wrong"}
+	a := api{apiclient.New(newClient(http.DefaultTransport, 5*time.Second), url, "wrong")}
 	_, err := a.createProduct(t.Context(), "x", 1)
 	var apiErr *APIError
 	if !errors.As(err, &apiErr) || apiErr.Status != 401 || apiErr.Code != "unauthorized" || !strings.Contains(err.Error(), "ADMIN_TOKEN") {

@@ -192,26 +192,15 @@ func runRestocks(ctx context.Context, apis []api, h *history, productID int64, r
 		a := apis[i%len(apis)]
 		stock := rng.Int64N(max(most, 0) + 1)
 		call := time.Now()
-		p, err := a.restock(ctx, productID, stock)
+		p, err := a.Restock(ctx, productID, stock)
 		rs.sent++
-		switch h.restock(productID, a.base, call, time.Now(), stock, p, err) {
+		switch h.restock(productID, a.Base, call, time.Now(), stock, p, err) {
 		case ResultOK:
 			rs.last, rs.known = &p, true
 		case ResultAmbiguous:
 			rs.known = false
 		}
 	}
-}
-
-// restock sets the product's stock: PUT /api/v1/products/:id/stock.
-func (a api) restock(ctx context.Context, id, stock int64) (Product, error) {
-	in := struct {
-		Stock int64 `json:"stock"`
-	}{stock}
-	var p Product
-	op := fmt.Sprintf("restock product %d on %s", id, a.base)
-	err := a.do(ctx, op, http.MethodPut, "/api/v1/products/"+strconv.FormatInt(id, 10)+"/stock", in, &p)
-	return p, err
 }
 
 // beside is what runs beside the attack: the history of its results, and

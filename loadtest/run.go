@@ -11,6 +11,8 @@ import (
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/seckill-ref/seckill/internal/apiclient"
 )
 
 // maxResultBody bounds the response body Vegeta keeps per result: purchase
@@ -48,7 +50,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	client := newClient(tr, cfg.Timeout)
 	apis := make([]api, len(cfg.Targets))
 	for i, t := range cfg.Targets {
-		apis[i] = api{client: client, base: t, token: cfg.AdminToken}
+		apis[i] = api{apiclient.New(client, t, cfg.AdminToken)}
 	}
 
 	prefix := fmt.Sprintf("lt-%08x-", rand.Uint32())
@@ -58,7 +60,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	hist.initial(cfg, apis[0].base, setUpCall, before)
+	hist.initial(cfg, apis[0].Base, setUpCall, before)
 	if err := createReportFiles(cfg); err != nil {
 		return Report{}, err
 	}
@@ -95,7 +97,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	}
 	// The read after the sale: its last product read, which began once
 	// the orders were listed.
-	hist.productOp(OpRead, apis[0].base, listed, time.Now(), nil, after)
+	hist.productOp(OpRead, apis[0].Base, listed, time.Now(), nil, after)
 
 	requests, fresh := b.counts()
 	invariants := Check(Observed{
@@ -133,8 +135,8 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 // each sell the full stock, and that is a set-up mistake, not an oversell.
 func setUp(ctx context.Context, cfg Config, apis []api, prefix string) (Product, error) {
 	for _, a := range apis {
-		if err := a.health(ctx); err != nil {
-			return Product{}, fmt.Errorf("loadtest: target %s is not reachable (is the service running?): %w", a.base, err)
+		if err := a.Health(ctx); err != nil {
+			return Product{}, fmt.Errorf("loadtest: target %s is not reachable (is the service running?): %w", a.Base, err)
 		}
 	}
 	var p Product
@@ -143,14 +145,14 @@ func setUp(ctx context.Context, cfg Config, apis []api, prefix string) (Product,
 		name := fmt.Sprintf("loadtest %s%s", prefix, time.Now().UTC().Format(time.RFC3339))
 		p, err = apis[0].createProduct(ctx, name, cfg.Stock)
 	} else {
-		p, err = apis[0].product(ctx, cfg.ProductID)
+		p, err = apis[0].Product(ctx, cfg.ProductID)
 	}
 	if err != nil {
 		return Product{}, fmt.Errorf("loadtest: %w", err)
 	}
 	for _, a := range apis[1:] {
-		if _, err := a.product(ctx, p.ID); err != nil {
-			return Product{}, fmt.Errorf("loadtest: target %s does not see product %d (do the replicas share one database?): %w", a.base, p.ID, err)
+		if _, err := a.Product(ctx, p.ID); err != nil {
+			return Product{}, fmt.Errorf("loadtest: target %s does not see product %d (do the replicas share one database?): %w", a.Base, p.ID, err)
 		}
 	}
 	return p, nil

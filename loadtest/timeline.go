@@ -120,7 +120,7 @@ func startSampler(ctx context.Context, a api, id int64, interval time.Duration, 
 				return
 			case <-t.C:
 			}
-			p, err := a.product(ctx, id)
+			p, err := a.Product(ctx, id)
 			if err != nil {
 				continue // a busy or stopping server: the next tick tries again
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,13 +17,6 @@ import (
 
 // TestMain stops the PostgreSQL server that the tests start on first use.
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
-
-// eachDB runs test once per database the store speaks, each time on a new,
-// empty one: a SQLite file, and a database on a real PostgreSQL server.
-func eachDB(t *testing.T, test func(t *testing.T, db string)) {
-	t.Run("sqlite", func(t *testing.T) { test(t, filepath.Join(t.TempDir(), "s.db")) })
-	t.Run("postgres", func(t *testing.T) { test(t, pgtest.Database(t)) })
-}
 
 func open(t *testing.T, db string) *store.Store {
 	t.Helper()

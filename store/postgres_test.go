@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill-ref/seckill/internal/seckill"
 	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 	"github.com/seckill-ref/seckill/store"
 )
 
@@ -19,21 +20,16 @@ import (
 // held by another transaction.
 func waitBlocked(t *testing.T, raw *sql.DB, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var waiting int
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var waiting int
+	err := poll.Until(ctx, 2*time.Millisecond, func() (bool, error) {
 		err := raw.QueryRow(`SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if waiting >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %d connection(s) blocked on a lock: got %d", n, waiting)
-		}
-		time.Sleep(2 * time.Millisecond)
+		return waiting >= n, err
+	})
+	if err != nil {
+		t.Fatalf("waiting for %d connection(s) blocked on a lock: got %d (%v)", n, waiting, err)
 	}
 }
 

@@ -13,13 +13,14 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
 	"github.com/seckill-ref/seckill/store"
 )
 
 // Paging with the cursor returns every order exactly once, in id order,
 // also while orders are being added between the pages.
 func TestOrdersCursorSeesEveryOrderOnce(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
 		p := newProduct(t, s, 0)
@@ -131,7 +132,7 @@ func writeOldDatabase(t *testing.T, db string) {
 // Opening a database of the old schema adds sold and fills it from the
 // orders, once, also when several replicas open it at the same moment.
 func TestMigrateFillsSoldFromOrders(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		writeOldDatabase(t, db)
 		fillOrders(t, db, 1, 3)
 		fillOrders(t, db, 2, 1200)
@@ -178,7 +179,7 @@ func TestMigrateFillsSoldFromOrders(t *testing.T) {
 // An unfenced write-back that oversells shows in sold: every insert counts,
 // while the stock written back is the stale value read before.
 func TestUnfencedOversellShowsInSold(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
 		p := newProduct(t, s, 1)
@@ -203,7 +204,7 @@ func TestUnfencedOversellShowsInSold(t *testing.T) {
 
 // PlaceOrders writes a whole batch, or, under a moved fence, nothing.
 func TestPlaceOrdersBatch(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
 		p := newProduct(t, s, 10)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
 	"github.com/seckill-ref/seckill/store"
 )
 
@@ -18,7 +19,7 @@ import (
 // other's migration: on SQLite the immediate transaction, on PostgreSQL the
 // advisory lock, makes them take turns.
 func TestOpenConcurrently(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		var wg sync.WaitGroup
 		stores := make([]*store.Store, 8)
 		errs := make([]error, len(stores))
@@ -72,7 +73,7 @@ func TestMemory(t *testing.T) {
 }
 
 func TestProductNotFound(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
 		if _, err := s.Product(ctx, 42); !errors.Is(err, seckill.ErrNotFound) {
@@ -85,7 +86,7 @@ func TestProductNotFound(t *testing.T) {
 }
 
 func TestClaimFence(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
 		p := newProduct(t, s, 5)
@@ -108,7 +109,7 @@ func TestClaimFence(t *testing.T) {
 }
 
 func TestPlaceOrderFenced(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
 		p := newProduct(t, s, 5)
@@ -163,7 +164,7 @@ func TestPlaceOrderFenced(t *testing.T) {
 }
 
 func TestUnfencedWrites(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
 		p := newProduct(t, s, 1)
@@ -189,7 +190,7 @@ func TestUnfencedWrites(t *testing.T) {
 }
 
 func TestOrdersPage(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
 		p := newProduct(t, s, 10)

@@ -2,7 +2,7 @@ package app_test
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-ref/seckill/internal/apiclient"
 	"github.com/seckill-ref/seckill/internal/app"
+	"github.com/seckill-ref/seckill/internal/testinfra/apitest"
 	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 )
@@ -44,14 +46,6 @@ func newClusterOn(t *testing.T, db string) *cluster {
 	return &cluster{t: t, redis: redistest.Start(t), db: db}
 }
 
-// eachDB runs test once on a new SQLite file and once on a new database on
-// a real PostgreSQL server, for the tests whose outcome depends on what the
-// database does under concurrency.
-func eachDB(t *testing.T, test func(t *testing.T, db string)) {
-	t.Run("sqlite", func(t *testing.T) { test(t, filepath.Join(t.TempDir(), "seckill.db")) })
-	t.Run("postgres", func(t *testing.T) { test(t, pgtest.Database(t)) })
-}
-
 // config is the replicas' configuration before edit changes it.
 func (c *cluster) config(edit func(*app.Config)) app.Config {
 	cfg := app.DefaultConfig()
@@ -75,77 +69,58 @@ func (c *cluster) replica(edit func(*app.Config)) *app.Server {
 	return srv
 }
 
-// call sends one request to h and returns the status and body. It does not
-// touch testing.T, so goroutines may use it.
+// call sends one request to h and returns the status and body, for the
+// endpoints outside the JSON API (/readyz). It does not touch testing.T,
+// so goroutines may use it.
 func call(h http.Handler, method, path, body string) (int, string) {
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+adminToken)
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, req)
 	return w.Code, w.Body.String()
 }
 
-// buy is one purchase.
+// api is the API client of h, with the admin token.
+func api(h http.Handler) *apiclient.Client { return apitest.Client(h, adminToken) }
+
+// buy is one purchase: 201 and "" for an order, else the status and the
+// error. It does not touch testing.T, so goroutines may use it.
 func buy(h http.Handler, id int64, user string) (int, string) {
-	return call(h, "POST", "/api/v1/products/"+strconv.FormatInt(id, 10)+"/purchase", `{"user_id":"`+user+`"}`)
-}
-
-type product struct {
-	ID    int64 `json:"id"`
-	Stock int64 `json:"stock"`
-	Sold  int64 `json:"sold"`
-}
-
-type order struct {
-	ID     int64  `json:"id"`
-	UserID string `json:"user_id"`
-	Fence  int64  `json:"fence"`
+	_, err := api(h).Purchase(context.Background(), id, user)
+	if err == nil {
+		return http.StatusCreated, ""
+	}
+	if e, ok := errors.AsType[*apiclient.Error](err); ok {
+		return e.Status, err.Error()
+	}
+	return 0, err.Error()
 }
 
 func createProduct(t *testing.T, h http.Handler, stock int) int64 {
 	t.Helper()
-	status, body := call(h, "POST", "/api/v1/products", `{"name":"phone","stock":`+strconv.Itoa(stock)+`}`)
-	if status != http.StatusCreated {
-		t.Fatalf("create product: got %d %s", status, body)
-	}
-	var p product
-	if err := json.Unmarshal([]byte(body), &p); err != nil {
+	p, err := api(h).CreateProduct(context.Background(), "phone", int64(stock))
+	if err != nil {
 		t.Fatal(err)
 	}
 	return p.ID
 }
 
-func getProduct(t *testing.T, h http.Handler, id int64) product {
+func getProduct(t *testing.T, h http.Handler, id int64) apiclient.Product {
 	t.Helper()
-	status, body := call(h, "GET", "/api/v1/products/"+strconv.FormatInt(id, 10), "")
-	var p product
-	if err := json.Unmarshal([]byte(body), &p); status != http.StatusOK || err != nil {
-		t.Fatalf("get product: got %d %s", status, body)
+	p, err := api(h).Product(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return p
 }
 
 // allOrders pages through a product's orders with the cursor.
-func allOrders(t *testing.T, h http.Handler, id int64) []order {
+func allOrders(t *testing.T, h http.Handler, id int64) []apiclient.Order {
 	t.Helper()
-	var out []order
-	after := "0"
-	for {
-		path := "/api/v1/products/" + strconv.FormatInt(id, 10) + "/orders?limit=1000&after=" + after
-		status, body := call(h, "GET", path, "")
-		var page struct {
-			Orders []order      `json:"orders"`
-			Next   *json.Number `json:"next"`
-		}
-		if err := json.Unmarshal([]byte(body), &page); status != http.StatusOK || err != nil {
-			t.Fatalf("orders: got %d %s", status, body)
-		}
-		out = append(out, page.Orders...)
-		if page.Next == nil {
-			return out
-		}
-		after = page.Next.String()
+	orders, err := api(h).Orders(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return orders
 }
 
 // rush sends one purchase per user at once, user i to replicas[i%len], and

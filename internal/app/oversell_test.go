@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/app"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
 )
 
 // The unsafe modes must visibly oversell: that is what they are for. The
@@ -15,6 +16,9 @@ import (
 // both read 5 and both write back 4 leaves 4 items after 2 sales; the
 // remaining 8 buyers then take at least those 4: at least 6 sold.
 func TestOversellWithoutDistributedLock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: multi-replica sale")
+	}
 	for _, tt := range []struct {
 		name     string
 		mode     app.LockMode
@@ -44,6 +48,9 @@ func TestOversellWithoutDistributedLock(t *testing.T) {
 // (or they would meet and oversell), and exactly the stock is sold. local with one replica is correct too: its mutex is
 // exclusive within the process.
 func TestNoOversellWithExclusiveLock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: multi-replica sale")
+	}
 	for _, tt := range []struct {
 		name     string
 		mode     app.LockMode
@@ -71,6 +78,9 @@ func TestNoOversellWithExclusiveLock(t *testing.T) {
 // fencing, the late writes are refused: no oversell, and the late holders
 // get 503.
 func TestLeaseExpiryFenced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: multi-replica sale")
+	}
 	c := newCluster(t)
 	edit := func(cfg *app.Config) {
 		cfg.LockTTL = 300 * time.Millisecond
@@ -109,7 +119,10 @@ func TestLeaseExpiryFenced(t *testing.T) {
 // fence, A's write is refused and B's counts. With the fence off (the
 // unsafe switch), both write: two sold for one item.
 func TestLeaseExpiryCertain(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	if testing.Short() {
+		t.Skip("-short: multi-replica sale")
+	}
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		for _, unsafe := range []bool{false, true} {
 			name := "fenced"
 			if unsafe {

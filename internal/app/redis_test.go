@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill-ref/seckill/internal/app"
 	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 )
 
@@ -141,6 +142,9 @@ func TestRedisURLRefused(t *testing.T) {
 // sentinels, every acquisition acknowledged by the replica) and sell
 // exactly the stock.
 func TestSentinelReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: Redis with Sentinel")
+	}
 	s := redistest.StartSentinel(t, "seckill", redistest.SentinelOptions{Password: secret, SentinelPassword: secret + "-s"})
 	d := newDeployment(t)
 	edit := func(cfg *app.Config) {
@@ -195,6 +199,9 @@ func TestSentinelRefused(t *testing.T) {
 // products, whose locks live in different slots; readiness fails when a
 // master is gone.
 func TestClusterReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a Redis Cluster")
+	}
 	nodes := redistest.StartCluster(t, 3, "--requirepass", secret, "--masterauth", secret)
 	d := newDeployment(t)
 	edit := func(cfg *app.Config) {
@@ -257,7 +264,7 @@ func TestRunLogsRedisURLMasked(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- app.Main(ctx, nil, env, &stdout, &stderr) }()
-	waitFor(t, "/healthz", func() bool { return healthy("http://" + addr) })
+	poll.Eventually(t, 10*time.Second, "/healthz", func() bool { return healthy("http://" + addr) })
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Main: %v", err)

@@ -12,6 +12,9 @@ import (
 // REDIS_ADDRS: two replicas lock with Redlock over three masters, one of
 // them down from the start. Exactly the stock is sold.
 func TestRedlockReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: multi-replica sale on three Redis servers")
+	}
 	c := newCluster(t)
 	var addrs []string
 	for range 3 {

@@ -19,6 +19,7 @@ import (
 	"github.com/seckill-ref/seckill/internal/redisproc"
 	"github.com/seckill-ref/seckill/internal/seckill"
 	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 	"github.com/seckill-ref/seckill/lock"
 )
@@ -40,20 +41,6 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-// waitFor polls cond every 10ms until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
 }
 
 func freeAddr(t *testing.T) string {
@@ -89,7 +76,7 @@ func TestRunServe(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- app.Main(ctx, nil, env, &stdout, &stderr) }()
 	url := "http://" + addr
-	waitFor(t, "/healthz", func() bool { return healthy(url) })
+	poll.Eventually(t, 10*time.Second, "/healthz", func() bool { return healthy(url) })
 
 	m := regexp.MustCompile(`admin token: (\S+)`).FindStringSubmatch(stdout.String())
 	if m == nil {
@@ -180,7 +167,7 @@ func TestRunServePostgresMasksThePassword(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- app.Main(ctx, nil, env, &syncBuffer{}, &stderr) }()
-	waitFor(t, "/healthz", func() bool { return healthy("http://" + addr) })
+	poll.Eventually(t, 10*time.Second, "/healthz", func() bool { return healthy("http://" + addr) })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Main: %v", err)
@@ -240,7 +227,7 @@ func TestGracefulShutdown(t *testing.T) {
 	cancel()
 	// Once the listener is closed, shutdown is under way, with our purchase
 	// still holding the lock.
-	waitFor(t, "the listener to close", func() bool {
+	poll.Eventually(t, 10*time.Second, "the listener to close", func() bool {
 		conn, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
 		if err == nil {
 			conn.Close()

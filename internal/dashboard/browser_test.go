@@ -2,7 +2,6 @@ package dashboard_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -12,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-ref/seckill/internal/apiclient"
 	"github.com/seckill-ref/seckill/internal/app"
 	"github.com/seckill-ref/seckill/internal/testinfra/browsertest"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 	"github.com/seckill-ref/seckill/loadtest"
 )
@@ -60,21 +61,8 @@ func serveReplicas(t *testing.T, n int) []string {
 }
 
 // apiProduct reads a product through the API, as any client would.
-func apiProduct(base string, id int64) (loadtest.Product, error) {
-	var p loadtest.Product
-	res, err := http.Get(fmt.Sprintf("%s/api/v1/products/%d", base, id))
-	if err != nil {
-		return p, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		return p, err
-	}
-	if res.StatusCode != http.StatusOK {
-		return p, fmt.Errorf("GET product %d: %d %s", id, res.StatusCode, b)
-	}
-	return p, json.Unmarshal(b, &p)
+func apiProduct(base string, id int64) (apiclient.Product, error) {
+	return apiclient.New(http.DefaultClient, base, "").Product(context.Background(), id)
 }
 
 // shown is what the page shows of the selected product.
@@ -113,6 +101,9 @@ const readPage = `(() => {
 // charts, and counts the purchases of both replicas whichever one serves
 // the page.
 func TestDashboardInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: headless Chromium")
+	}
 	urls := serveReplicas(t, 2)
 	b := browsertest.Start(t, 1280, 900)
 	b.Navigate(urls[0] + "/dashboard")
@@ -137,19 +128,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	// started after one read of the API and finished before another shows
 	// numbers between the two.
 	id := int64(1)
-	deadline := time.Now().Add(30 * time.Second)
-	var before loadtest.Product
-	for {
+	var before apiclient.Product
+	poll.Eventually(t, 30*time.Second, "a first order", func() bool {
 		p, err := apiProduct(urls[1], id)
-		if err == nil && p.Sold > 0 {
-			before = p
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no order after 30s: %+v, %v", p, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		before = p
+		return err == nil && p.Sold > 0
+	})
 	polls := browsertest.Eval[shown](b, readPage).Polls
 	b.WaitTrue(fmt.Sprintf(`Number(document.body.dataset.polls) >= %d`, polls+2), 20*time.Second, func() string { return "the page stopped polling" })
 	during := browsertest.Eval[shown](b, readPage)

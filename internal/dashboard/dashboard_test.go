@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill-ref/seckill/internal/dashboard"
 	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 	"github.com/seckill-ref/seckill/store"
 )
@@ -163,17 +164,10 @@ func TestTimelineFlushesWhileRunning(t *testing.T) {
 	t.Cleanup(a.Close)
 	t.Cleanup(c.Close)
 	a.OrdersPlaced(id, 3)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Eventually(t, 10*time.Second, "the other replica to see 3 orders", func() bool {
 		got := data(t, c)
-		if n := sum(got.Seconds, func(s dashboard.Second) int64 { return s.Products[strconv.FormatInt(id, 10)].Orders }); n == 3 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s the other replica still sees %+v, want 3 orders", got.Seconds)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return sum(got.Seconds, func(s dashboard.Second) int64 { return s.Products[strconv.FormatInt(id, 10)].Orders }) == 3
+	})
 }
 
 func TestQuantile(t *testing.T) {

@@ -4,13 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/seckill-ref/seckill/internal/apiclient"
 	"github.com/seckill-ref/seckill/internal/app"
 	"github.com/seckill-ref/seckill/internal/seckill"
 	"github.com/seckill-ref/seckill/internal/testinfra/pgproc"
@@ -220,17 +219,9 @@ func benchCluster(b *testing.B, rds *redisHandle, edit func(*app.Config)) *bench
 // benchProduct creates a product with stock through the API.
 func benchProduct(b *testing.B, c *benchSite, stock int64) int64 {
 	b.Helper()
-	body := fmt.Sprintf(`{"name":"bench","stock":%d}`, stock)
-	req, _ := http.NewRequest(http.MethodPost, c.urls[0]+"/api/v1/products", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := http.DefaultClient.Do(req)
+	p, err := apiclient.New(http.DefaultClient, c.urls[0], c.token).CreateProduct(context.Background(), "bench", stock)
 	if err != nil {
 		b.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var p struct{ ID int64 }
-	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || resp.StatusCode != http.StatusCreated {
-		b.Fatalf("create product: HTTP %d, %v", resp.StatusCode, err)
 	}
 	return p.ID
 }

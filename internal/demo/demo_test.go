@@ -3,6 +3,7 @@ package demo_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,11 +14,16 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 )
 
 // The demo's main job, on both kinds of Redis: two replicas under the
 // distributed lock sell exactly the stock, and everything is gone after.
 func TestDemoPasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
+	}
 	for _, tt := range []struct {
 		redis, want string
 	}{
@@ -45,6 +51,9 @@ func TestDemoPasses(t *testing.T) {
 // so, with the exit status CI reads: 1 plainly, 0 when the oversell is
 // what was expected.
 func TestDemoDetectsOversell(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
+	}
 	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
 	for _, tt := range []struct {
 		name    string
@@ -75,6 +84,9 @@ func TestDemoDetectsOversell(t *testing.T) {
 // under the local lock of two replicas, whose lost updates show in the
 // reads.
 func TestDemoMixedSaleIsChecked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
+	}
 	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
 	mixed := []string{"-buyers", "600", "-stock", "50", "-mix", "reads=10%,restocks=5/s"}
 	for _, tt := range []struct {
@@ -116,6 +128,9 @@ var vizRE = regexp.MustCompile(`porcupine's visualization of product \d+: (\S+)`
 // still reads the sale back and judges it, then stops the replicas and
 // redis-server and removes the directory.
 func TestDemoCleansUpWhenInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	progress := regexp.MustCompile(`s +sent [1-9]`) // the first progress line, a second in
@@ -140,6 +155,9 @@ func TestDemoCleansUpWhenInterrupted(t *testing.T) {
 // An error after everything has started (the results file cannot be
 // created) is exit status 2, and still cleans up.
 func TestDemoCleansUpAfterError(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
+	}
 	out := filepath.Join(t.TempDir(), "missing", "results.bin")
 	r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": "server"}, args("-out", out)...)
 	if r.code != 2 {
@@ -180,6 +198,9 @@ func TestDemoUsage(t *testing.T) {
 // demo -report and -report-json pass through to the sale: the page says
 // what the text says, and the JSON reads back.
 func TestDemoReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
+	}
 	dir := t.TempDir()
 	page, data := filepath.Join(dir, "sale.html"), filepath.Join(dir, "sale.json")
 	r := runDemo(t, context.Background(), nil, nil, args("-lock", "none", "-expect-oversell", "-report", page, "-report-json", data)...)
@@ -222,6 +243,9 @@ func TestDemoReport(t *testing.T) {
 // the replicas have written the sale's seconds, its 50 purchases. Then
 // the demo cleans up as usual and exits with the sale's verdict.
 func TestDemoKeepServesTheDashboard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	keepRE := regexp.MustCompile(`the dashboard is at (http://127\.0\.0\.1:\d+)/dashboard; Ctrl-C to stop`)
@@ -252,15 +276,21 @@ func TestDemoKeepServesTheDashboard(t *testing.T) {
 				}
 				// The seconds reach Redis once a second: poll until the
 				// sale's purchases are in, or a deadline.
-				for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-					var b []byte
-					if b, v.err = httpGet(m[1] + "/dashboard/data"); v.err != nil {
-						return
+				pctx, pcancel := context.WithTimeout(context.Background(), 15*time.Second)
+				defer pcancel()
+				err = poll.Until(pctx, 100*time.Millisecond, func() (bool, error) {
+					b, err := httpGet(m[1] + "/dashboard/data")
+					if err != nil {
+						return false, err
 					}
 					v.data = dashboardData{}
-					if v.err = json.Unmarshal(b, &v.data); v.err != nil || v.data.Totals.Outcomes["created"] >= 50 {
-						return
+					if err := json.Unmarshal(b, &v.data); err != nil {
+						return false, err
 					}
+					return v.data.Totals.Outcomes["created"] >= 50, nil
+				})
+				if !errors.Is(err, poll.ErrTimeout) {
+					v.err = err
 				}
 			}()
 		})

@@ -19,6 +19,9 @@ import (
 // nothing injected into the rows without a fault: the burst alone races.
 // The rows without an oversell must also have linearizable histories.
 func TestMatrix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: every lock mode's demo sale, and the report in a browser")
+	}
 	// The rows' temporary directories go here, so the test can see that
 	// none is left; the matrix does not print their paths.
 	tmp := t.TempDir()

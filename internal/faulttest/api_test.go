@@ -3,12 +3,9 @@ package faulttest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +13,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/seckill-ref/seckill/internal/apiclient"
 )
 
 const adminToken = "faulttest-admin-token"
@@ -27,21 +26,16 @@ var client = &http.Client{
 	Timeout:   10 * time.Second,
 }
 
-// get returns the status and body of GET url.
-func get(ctx context.Context, url string) (int, []byte, error) {
-	return do(ctx, http.MethodGet, url, "")
-}
+// api is a client of r's API, with the admin token.
+func (r *replica) api() *apiclient.Client { return apiclient.New(client, r.url, adminToken) }
 
-// do sends one request with a JSON body (if any) and the admin token.
-func do(ctx context.Context, method, url, body string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+// get returns the status and body of GET url, for the endpoints that are
+// not the JSON API (/metrics, /readyz, /healthz).
+func get(ctx context.Context, url string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, nil, err
 	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", "Bearer "+adminToken)
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -51,75 +45,14 @@ func do(ctx context.Context, method, url, body string) (int, []byte, error) {
 	return resp.StatusCode, b, err
 }
 
-// product is the API's product.
-type product struct {
-	ID    int64 `json:"id"`
-	Stock int64 `json:"stock"`
-	Sold  int64 `json:"sold"`
-}
-
-// order is the API's order.
-type order struct {
-	ID     int64  `json:"id"`
-	UserID string `json:"user_id"`
-	Fence  int64  `json:"fence"`
-}
-
 // createProduct creates a product with stock through r and returns its id.
 func createProduct(t *testing.T, r *replica, stock int) int64 {
 	t.Helper()
-	body := fmt.Sprintf(`{"name":"faulttest %s","stock":%d}`, t.Name(), stock)
-	status, b, err := do(t.Context(), http.MethodPost, r.url+"/api/v1/products", body)
-	if err != nil || status != http.StatusCreated {
-		t.Fatalf("create product: got %d %s (%v), want 201", status, b, err)
-	}
-	var p product
-	if err := json.Unmarshal(b, &p); err != nil {
-		t.Fatalf("create product: %v in %s", err, b)
+	p, err := r.api().CreateProduct(t.Context(), "faulttest "+t.Name(), int64(stock))
+	if err != nil {
+		t.Fatal(err)
 	}
 	return p.ID
-}
-
-// getProduct reads a product through r.
-func getProduct(ctx context.Context, r *replica, id int64) (product, error) {
-	status, b, err := get(ctx, r.url+"/api/v1/products/"+strconv.FormatInt(id, 10))
-	if err != nil {
-		return product{}, err
-	}
-	if status != http.StatusOK {
-		return product{}, fmt.Errorf("get product %d from %s: HTTP %d %s", id, r.name, status, b)
-	}
-	var p product
-	return p, json.Unmarshal(b, &p)
-}
-
-// allOrders reads every order of a product through r, oldest (lowest id)
-// first, page by page with the cursor.
-func allOrders(ctx context.Context, r *replica, id int64) ([]order, error) {
-	var out []order
-	var after int64
-	for {
-		url := fmt.Sprintf("%s/api/v1/products/%d/orders?limit=1000&after=%d", r.url, id, after)
-		status, b, err := get(ctx, url)
-		if err != nil {
-			return nil, err
-		}
-		var page struct {
-			Orders []order `json:"orders"`
-			Next   *int64  `json:"next"`
-		}
-		if status != http.StatusOK {
-			return nil, fmt.Errorf("list orders: HTTP %d %s", status, b)
-		}
-		if err := json.Unmarshal(b, &page); err != nil {
-			return nil, err
-		}
-		out = append(out, page.Orders...)
-		if page.Next == nil {
-			return out, nil
-		}
-		after = *page.Next
-	}
 }
 
 // metrics is one scrape of a replica's /metrics, read with Prometheus's
@@ -204,29 +137,4 @@ func mustScrape(t *testing.T, r *replica) metrics {
 		t.Fatal(err)
 	}
 	return m
-}
-
-// errTimeout is what poll returns when its context ends first.
-var errTimeout = errors.New("condition not met before the deadline")
-
-// poll calls cond every interval until it returns true or an error, or ctx
-// ends. Errors from cond end the poll; a cond that cannot tell yet (a
-// replica that is not answering) returns false, nil.
-func poll(ctx context.Context, interval time.Duration, cond func() (bool, error)) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		ok, err := cond()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (%v)", errTimeout, context.Cause(ctx))
-		case <-t.C:
-		}
-	}
 }

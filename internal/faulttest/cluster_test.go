@@ -14,8 +14,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-ref/seckill/internal/apiclient"
 	"github.com/seckill-ref/seckill/internal/seckill"
 	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 	"github.com/seckill-ref/seckill/loadtest"
 )
@@ -208,6 +210,21 @@ const warmConns = 16
 // buyers up into a few big batches and leaves the faults no sale to land
 // in. On SQLite it does nothing: a connection is a file handle, and the
 // scenarios' timing there is as it always was.
+// sale runs cfg with fault (runSale), after warming up the connections on
+// PostgreSQL, and then logs notes, which fault fills in.
+func (c *cluster) sale(cfg loadtest.Config, expectOversell bool, fault func(ctx context.Context) error, notes *[]string) loadtest.Report {
+	c.t.Helper()
+	cfg.ExpectOversell = expectOversell
+	c.warmUp(cfg)
+	rep := runSale(c.t, cfg, fault)
+	if notes != nil {
+		for _, l := range *notes {
+			c.t.Log(l)
+		}
+	}
+	return rep
+}
+
 func (c *cluster) warmUp(cfg loadtest.Config) {
 	if c.kind == postgres {
 		warmUp(c.t, cfg)
@@ -223,11 +240,7 @@ func warmUp(t *testing.T, cfg loadtest.Config) {
 	for _, url := range cfg.Targets {
 		for range warmConns {
 			wg.Go(func() {
-				status, b, err := get(ctx, fmt.Sprintf("%s/api/v1/products/%d", url, cfg.ProductID))
-				if err == nil && status != 200 {
-					err = fmt.Errorf("HTTP %d %s", status, b)
-				}
-				if err != nil {
+				if _, err := apiclient.New(client, url, adminToken).Product(ctx, cfg.ProductID); err != nil {
 					errs <- fmt.Errorf("warm up %s: %w", url, err)
 				}
 			})
@@ -284,7 +297,7 @@ func assertOversold(t *testing.T, rep loadtest.Report) {
 // smaller fencing token than the order before: the orders of one batch
 // share its holder's token, and each later batch was written by a newer
 // holder.
-func assertFencesIncrease(t *testing.T, orders []order) {
+func assertFencesIncrease(t *testing.T, orders []apiclient.Order) {
 	t.Helper()
 	for i := 1; i < len(orders); i++ {
 		if orders[i].Fence < orders[i-1].Fence {
@@ -297,7 +310,7 @@ func assertFencesIncrease(t *testing.T, orders []order) {
 // sold reads the product's sold count through r, for faults that wait for
 // progress; an error means "cannot tell yet".
 func sold(ctx context.Context, r *replica, id int64) (int64, bool) {
-	p, err := getProduct(ctx, r, id)
+	p, err := r.api().Product(ctx, id)
 	return p.Sold, err == nil
 }
 
@@ -306,7 +319,7 @@ func sold(ctx context.Context, r *replica, id int64) (int64, bool) {
 func waitSold(ctx context.Context, r *replica, id int64, n int64, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err := poll(ctx, 5*time.Millisecond, func() (bool, error) {
+	err := poll.Until(ctx, 5*time.Millisecond, func() (bool, error) {
 		s, ok := sold(ctx, r, id)
 		return ok && s > n, nil
 	})
@@ -342,7 +355,7 @@ func waitHold(ctx context.Context, r, observer *replica, id, minSold int64, fres
 	var m metrics
 	counted := false
 	var seen float64 // r's acquisitions when the orders were counted, or since
-	err := poll(ctx, 2*time.Millisecond, func() (bool, error) {
+	err := poll.Until(ctx, 2*time.Millisecond, func() (bool, error) {
 		if !counted {
 			if s, ok := sold(ctx, observer, id); !ok || s < minSold {
 				return false, nil

@@ -96,9 +96,7 @@ func killReplica(t *testing.T, db database, control bool) {
 	}
 	rate := pick(100, 150)
 	cfg := saleConfig(id, rate, pick(6*time.Second, 12*time.Second), b, cc, a)
-	cfg.ExpectOversell = control
-	c.warmUp(cfg)
-	rep := runSale(t, cfg, fault)
+	rep := c.sale(cfg, control, fault, nil)
 
 	t.Logf("killed %s (pid %d) with %d sold; lock in Redis after the kill: owner %q, %v left; first order after the kill %v later",
 		a.name, a.pid(), soldAtKill, leaseOwner, leaseLeft, takeover.Round(time.Millisecond))

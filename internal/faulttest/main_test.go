@@ -2,6 +2,7 @@ package faulttest
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,6 +36,11 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	flag.Parse() // for testing.Short
+	if testing.Short() {
+		fmt.Println("faulttest: skipped with -short: every scenario runs real processes (replicas, Redis, PostgreSQL)")
+		return 0
+	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		fmt.Fprintln(os.Stderr, "faulttest: FAIL:", redisproc.ErrNotInstalled)
 		return 1

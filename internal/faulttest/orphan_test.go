@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill-ref/seckill/internal/procutil"
 	"github.com/seckill-ref/seckill/internal/redisproc"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 )
 
 // The orphan test runs a scenario in a child test process (this test
@@ -91,7 +92,7 @@ func orphans(t *testing.T, control bool) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*readyTimeout)
 	defer cancel()
 	var kids []grandchild
-	err = poll(ctx, 50*time.Millisecond, func() (bool, error) {
+	err = poll.Until(ctx, 50*time.Millisecond, func() (bool, error) {
 		select {
 		case <-child.Done():
 			return false, fmt.Errorf("the child test process exited early (%v)", child.Cmd.ProcessState)
@@ -126,7 +127,7 @@ func orphans(t *testing.T, control bool) {
 		// so they are dying already; allow a loaded machine its time.
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()
-		err := poll(ctx, 10*time.Millisecond, func() (bool, error) {
+		err := poll.Until(ctx, 10*time.Millisecond, func() (bool, error) {
 			return len(living(kids)) == 0, nil
 		})
 		if err != nil {
@@ -139,13 +140,13 @@ func orphans(t *testing.T, control bool) {
 	// and check that they still serve.
 	ctx, cancel = context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
-	err = poll(ctx, 10*time.Millisecond, func() (bool, error) {
+	err = poll.Until(ctx, 10*time.Millisecond, func() (bool, error) {
 		if dead := len(kids) - len(living(kids)); dead > 0 {
 			return false, fmt.Errorf("%d of %s died with their parent, though the parent-death signal was off", dead, describe(kids))
 		}
 		return false, nil
 	})
-	if !errors.Is(err, errTimeout) {
+	if !errors.Is(err, poll.ErrTimeout) {
 		t.Fatal(err)
 	}
 	for _, k := range kids {
@@ -184,11 +185,10 @@ func TestOrphanScenarioChild(t *testing.T) {
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
+	api := r.api()
 	for i := range 6000 {
-		url := fmt.Sprintf("%s/api/v1/products/%d/purchase", r.url, id)
-		status, body, err := do(ctx, http.MethodPost, url, fmt.Sprintf(`{"user_id":"u%d"}`, i))
-		if err != nil || status != http.StatusCreated {
-			t.Fatalf("purchase %d: got %d %s (%v), want 201", i, status, body, err)
+		if _, err := api.Purchase(ctx, id, fmt.Sprintf("u%d", i)); err != nil {
+			t.Fatalf("purchase %d: got %v, want an order", i, err)
 		}
 		if i == 0 {
 			if err := os.Rename(tmp, pidFile); err != nil {
@@ -302,7 +302,7 @@ func killGrandchild(k grandchild) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stopGrace)
 	defer cancel()
-	if err := poll(ctx, 10*time.Millisecond, func() (bool, error) { return !alive(k), nil }); err != nil {
+	if err := poll.Until(ctx, 10*time.Millisecond, func() (bool, error) { return !alive(k), nil }); err != nil {
 		return fmt.Errorf("%s (pid %d) survived SIGKILL: %w", k.name, k.pid, err)
 	}
 	return nil

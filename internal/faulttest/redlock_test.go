@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 )
 
 // Scenario 4: the replicas lock with Redlock over three independent
@@ -136,11 +138,7 @@ func redlockNodes(t *testing.T, control bool) {
 		return nil
 	}
 	cfg := saleConfig(id, pick(100, 150), pick(5*time.Second, 15*time.Second), a, b)
-	cfg.ExpectOversell = control
-	rep := runSale(t, cfg, fault)
-	for _, l := range notes {
-		t.Log(l)
-	}
+	rep := c.sale(cfg, control, fault, &notes)
 	if control {
 		assertOversold(t, rep)
 		return
@@ -159,7 +157,7 @@ func redlockNodes(t *testing.T, control bool) {
 	if rep.After.Stock != 0 {
 		t.Errorf("stock after the sale: got %d, want 0 (the sale should complete once the nodes are back)", rep.After.Stock)
 	}
-	orders, err := allOrders(context.Background(), a, id)
+	orders, err := a.api().Orders(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +191,7 @@ func quorumState(ctx context.Context, rs []*replica, r *replica, id int64) (quor
 		q.acquired += int64(m[mAcqUncontended] + m[mAcqContended])
 		q.held += int64(m.held())
 	}
-	p, err := getProduct(ctx, r, id)
+	p, err := r.api().Product(ctx, id)
 	q.sold = p.Sold
 	return q, err
 }
@@ -202,7 +200,7 @@ func quorumState(ctx context.Context, rs []*replica, r *replica, id int64) (quor
 func waitQuorumState(ctx context.Context, rs []*replica, r *replica, id int64, cond func(quorum) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return poll(ctx, 5*time.Millisecond, func() (bool, error) {
+	return poll.Until(ctx, 5*time.Millisecond, func() (bool, error) {
 		q, err := quorumState(ctx, rs, r, id)
 		return err == nil && cond(q), nil
 	})

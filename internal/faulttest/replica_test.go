@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill-ref/seckill/internal/procutil"
 	"github.com/seckill-ref/seckill/internal/redisproc"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 )
 
 // Deadlines. They are generous because the machine may be a loaded 2-core
@@ -142,7 +143,7 @@ func (r *replica) running() bool {
 func (r *replica) waitReady(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return poll(ctx, 20*time.Millisecond, func() (bool, error) {
+	return poll.Until(ctx, 20*time.Millisecond, func() (bool, error) {
 		if !r.running() {
 			return false, fmt.Errorf("process %d exited; log:\n%s", r.pid(), tail(r.logPath, logTail))
 		}

@@ -6,6 +6,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seckill-ref/seckill/internal/apiclient"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 )
 
 // Scenario 3: restart the single Redis server mid-sale, while a replica
@@ -42,73 +45,44 @@ func TestRedisRestartMidSalePostgres(t *testing.T) {
 }
 
 func restartRedis(t *testing.T, db database, control bool) {
-	const ttl = 10 * time.Second
-	c := newCluster(t, 1, db)
-	env := map[string]string{"LOCK_TTL": ttl.String(), "LOCK_WAIT": "2s"}
-	if control {
-		env = with(env, "UNSAFE_NO_FENCE", "true")
-	}
-	a := c.replica("a", with(env, "CHAOS_PAUSE", "300ms"))
-	b := c.replica("b", env)
-
-	stock := stockFor(db, 60, 150, 200)
-	id := createProduct(t, b, stock)
-	srv := c.redis[0]
-
-	var notes []string
+	h := newHolderSale(t, db, 10*time.Second, control)
+	a, b, id, srv := h.a, h.b, h.id, h.c.redis[0]
 	var soldAtRestart int64
-	fault := func(ctx context.Context) error {
-		for attempt := 1; attempt <= maxFaultAttempts; attempt++ {
-			before, err := waitHoldStart(ctx, a, b, id, 3, 30*time.Second)
-			if err != nil {
-				return fmt.Errorf("attempt %d: %w; before it: %v", attempt, err, notes)
-			}
-			if err := a.signal(syscall.SIGSTOP); err != nil {
-				return err
-			}
-			stoppedAt := time.Now()
-			s, ok := sold(ctx, b, id)
-			if !ok {
-				_ = a.signal(syscall.SIGCONT)
-				return fmt.Errorf("read the product from %s", b.name)
-			}
-			soldAtRestart = s
-			if err := srv.Server.Restart(ctx); err != nil {
-				_ = a.signal(syscall.SIGCONT)
-				return fmt.Errorf("restart redis-server: %w", err)
-			}
-			restarted := time.Since(stoppedAt)
-			// The sale resumes: b sells on the empty server.
-			werr := waitSold(ctx, b, id, s, 30*time.Second)
-			stopped := time.Since(stoppedAt)
-			if err := a.signal(syscall.SIGCONT); err != nil {
-				return err
-			}
-			if werr != nil {
-				return fmt.Errorf("after the restart: %w", werr)
-			}
-			note := fmt.Sprintf("attempt %d: %s stopped with %d sold; Redis (pid %d now) back after %v; %s sold again; %s continued after %v",
-				attempt, a.name, s, srv.PID(), restarted.Round(time.Millisecond), b.name, a.name, stopped.Round(time.Millisecond))
-			evidence, err := waitEvidence(ctx, a, b, id, int64(stock), before, control)
-			if err != nil {
-				return err
-			}
-			notes = append(notes, note+"; "+evidence)
-			if evidence != "" {
-				return nil
-			}
+	rep := h.run(func(ctx context.Context, before metrics) (bool, string, error) {
+		if err := a.signal(syscall.SIGSTOP); err != nil {
+			return false, "", err
 		}
-		return fmt.Errorf("%d attempts, none caught %s inside its critical section: %v", maxFaultAttempts, a.name, notes)
-	}
-	cfg := saleConfig(id, pick(60, 100), pick(6*time.Second, 15*time.Second), b, a)
-	cfg.ExpectOversell = control
-	c.warmUp(cfg)
-	rep := runSale(t, cfg, fault)
-	for _, l := range notes {
-		t.Log(l)
-	}
+		stoppedAt := time.Now()
+		s, ok := sold(ctx, b, id)
+		if !ok {
+			_ = a.signal(syscall.SIGCONT)
+			return false, "", fmt.Errorf("read the product from %s", b.name)
+		}
+		soldAtRestart = s
+		if err := srv.Server.Restart(ctx); err != nil {
+			_ = a.signal(syscall.SIGCONT)
+			return false, "", fmt.Errorf("restart redis-server: %w", err)
+		}
+		restarted := time.Since(stoppedAt)
+		// The sale resumes: b sells on the empty server.
+		werr := waitSold(ctx, b, id, s, 30*time.Second)
+		stopped := time.Since(stoppedAt)
+		if err := a.signal(syscall.SIGCONT); err != nil {
+			return false, "", err
+		}
+		if werr != nil {
+			return false, "", fmt.Errorf("after the restart: %w", werr)
+		}
+		note := fmt.Sprintf("%s stopped with %d sold; Redis (pid %d now) back after %v; %s sold again; %s continued after %v",
+			a.name, s, srv.PID(), restarted.Round(time.Millisecond), b.name, a.name, stopped.Round(time.Millisecond))
+		evidence, err := waitEvidence(ctx, a, b, id, h.stock, before, control)
+		if err != nil {
+			return false, "", err
+		}
+		return evidence != "", note + "; " + evidence, nil
+	})
 
-	orders, err := allOrders(context.Background(), b, id)
+	orders, err := b.api().Orders(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,9 +118,9 @@ func waitEvidence(ctx context.Context, a, b *replica, id, s int64, before metric
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var evidence string
-	err := poll(wctx, 5*time.Millisecond, func() (bool, error) {
+	err := poll.Until(wctx, 5*time.Millisecond, func() (bool, error) {
 		if control {
-			p, err := getProduct(wctx, b, id)
+			p, err := b.api().Product(wctx, id)
 			if err != nil || p.Stock+p.Sold <= s {
 				return false, nil
 			}
@@ -166,16 +140,16 @@ func waitEvidence(ctx context.Context, a, b *replica, id, s int64, before metric
 	return evidence, nil
 }
 
-func first(o []order) order {
+func first(o []apiclient.Order) apiclient.Order {
 	if len(o) == 0 {
-		return order{}
+		return apiclient.Order{}
 	}
 	return o[0]
 }
 
-func last(o []order) order {
+func last(o []apiclient.Order) apiclient.Order {
 	if len(o) == 0 {
-		return order{}
+		return apiclient.Order{}
 	}
 	return o[len(o)-1]
 }

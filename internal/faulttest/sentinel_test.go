@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 )
 
@@ -198,7 +199,7 @@ func failoverOnce(t *testing.T, wait int, control bool, res *failoverResult) boo
 	assertSafe(t, rep)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	orders, err := allOrders(ctx, b, id)
+	orders, err := b.api().Orders(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +257,7 @@ func failover(ctx context.Context, s *redistest.Sentinel, a, b *replica, id int6
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var answeredAt float64
-	err = poll(wctx, 5*time.Millisecond, func() (bool, error) {
+	err = poll.Until(wctx, 5*time.Millisecond, func() (bool, error) {
 		lockOwner, _, err := lockState(wctx, s.Master.Addr(), id)
 		if err != nil || lockOwner == owner {
 			return false, nil
@@ -266,7 +267,7 @@ func failover(ctx context.Context, s *redistest.Sentinel, a, b *replica, id int6
 		return err == nil, nil
 	})
 	if err == nil {
-		err = poll(wctx, 5*time.Millisecond, func() (bool, error) {
+		err = poll.Until(wctx, 5*time.Millisecond, func() (bool, error) {
 			m, err := scrape(wctx, b)
 			return err == nil && answered(m) >= answeredAt+3, nil
 		})
@@ -337,7 +338,7 @@ func waitFreshHold(ctx context.Context, r, observer *replica, id, minSold int64,
 	acquisitions := func(m metrics) float64 { return m[mAcqUncontended] + m[mAcqContended] }
 	start, seen := -1.0, -1.0 // acquisitions when minSold was reached, and at the last sight of a hold
 	var m metrics
-	err := poll(ctx, 2*time.Millisecond, func() (bool, error) {
+	err := poll.Until(ctx, 2*time.Millisecond, func() (bool, error) {
 		var err error
 		if start < 0 {
 			if s, ok := sold(ctx, observer, id); !ok || s < minSold {

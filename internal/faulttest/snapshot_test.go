@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 )
 
 // Scenario 6: restart the single Redis mid-sale from a snapshot taken
@@ -83,7 +85,7 @@ func staleSnapshot(t *testing.T, control bool) {
 		soldAtSave, _ := sold(ctx, b, id)
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		err = poll(wctx, 5*time.Millisecond, func() (bool, error) {
+		err = poll.Until(wctx, 5*time.Millisecond, func() (bool, error) {
 			s, ok := sold(wctx, b, id)
 			return ok && s >= soldAtSave+missedOrders && time.Since(savedAt) > ttl, nil
 		})
@@ -113,7 +115,7 @@ func staleSnapshot(t *testing.T, control bool) {
 		return nil
 	}
 	cfg := saleConfig(id, pick(60, 100), pick(8*time.Second, 15*time.Second), b, a)
-	rep := runSale(t, cfg, fault)
+	rep := c.sale(cfg, false, fault, nil)
 	t.Log(note)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -133,7 +135,7 @@ func staleSnapshot(t *testing.T, control bool) {
 		}
 		return
 	}
-	orders, err := allOrders(ctx, b, id)
+	orders, err := b.api().Orders(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,51 +39,13 @@ func TestSIGSTOPHolderControlNoFenceOversellsPostgres(t *testing.T) {
 	stallHolder(t, postgres, true)
 }
 
-// maxFaultAttempts bounds the retries of a fault that needs the victim to
-// be inside its critical section when the signal lands. With a chaos pause
-// it almost always is; a retry covers the rare scrape that came just
-// before the pause ended.
-const maxFaultAttempts = 3
-
 func stallHolder(t *testing.T, db database, control bool) {
 	const ttl = time.Second
-	c := newCluster(t, 1, db)
-	env := map[string]string{"LOCK_TTL": ttl.String(), "LOCK_WAIT": "2s"}
-	if control {
-		env = with(env, "UNSAFE_NO_FENCE", "true")
-	}
-	// The victim pauses inside every critical section, after reading the
-	// stock and before writing, so a SIGSTOP sent while it holds the lock
-	// almost certainly lands there: it has read a stock that will be stale
-	// when it wakes up.
-	a := c.replica("a", with(env, "CHAOS_PAUSE", "300ms"))
-	b := c.replica("b", env)
-
-	stock := stockFor(db, 60, 150, 200)
-	id := createProduct(t, b, stock)
-
-	var notes []string
-	fault := func(ctx context.Context) error {
-		for attempt := 1; attempt <= maxFaultAttempts; attempt++ {
-			before, err := waitHoldStart(ctx, a, b, id, 3, 30*time.Second)
-			if err != nil {
-				return fmt.Errorf("attempt %d: %w; before it: %v", attempt, err, notes)
-			}
-			done, note, err := stallOnce(ctx, a, b, id, int64(stock), before, ttl, control)
-			notes = append(notes, fmt.Sprintf("attempt %d: %s", attempt, note))
-			if err != nil || done {
-				return err
-			}
-		}
-		return fmt.Errorf("%d attempts, none caught %s inside its critical section: %v", maxFaultAttempts, a.name, notes)
-	}
-	cfg := saleConfig(id, pick(60, 100), pick(6*time.Second, 15*time.Second), b, a)
-	cfg.ExpectOversell = control
-	c.warmUp(cfg)
-	rep := runSale(t, cfg, fault)
-	for _, l := range notes {
-		t.Log(l)
-	}
+	h := newHolderSale(t, db, ttl, control)
+	a, b := h.a, h.b
+	rep := h.run(func(ctx context.Context, before metrics) (bool, string, error) {
+		return stallOnce(ctx, a, b, h.id, h.stock, before, ttl, control)
+	})
 
 	// Leases lost is logged, not asserted: when the stalled holder wakes
 	// up, its write and Release may run before the lock's watchdog looks

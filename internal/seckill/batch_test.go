@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 	"github.com/seckill-ref/seckill/lock"
 	"github.com/seckill-ref/seckill/store"
 )
@@ -57,7 +59,7 @@ func (b *batchRun) buy(ctx context.Context, user string) {
 		b.out[i] = result{user, o, err}
 		b.mu.Unlock()
 	})
-	waitFor(b.t, fmt.Sprintf("purchase %d (%s) to queue", i, user), func() bool { return b.svc.Waiting(b.id) == b.count })
+	poll.Eventually(b.t, 10*time.Second, fmt.Sprintf("purchase %d (%s) to queue", i, user), func() bool { return b.svc.Waiting(b.id) == b.count })
 }
 
 // release lets the queue through and returns every result.
@@ -68,18 +70,6 @@ func (b *batchRun) release() map[int]result {
 	}
 	b.wg.Wait()
 	return b.out
-}
-
-// waitFor polls cond until it holds, for up to ten seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func batchService(e *env, st *store.Store, rec *counts, opts seckill.Options) *seckill.Service {
@@ -94,7 +84,7 @@ func batchService(e *env, st *store.Store, rec *counts, opts seckill.Options) *s
 // winners' orders share the batch's fencing token, larger than an earlier
 // batch's.
 func TestBatchAppliesTheRulesInOrder(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		st := e.store()
 		rec := newCounts()
@@ -148,7 +138,7 @@ func TestBatchAppliesTheRulesInOrder(t *testing.T) {
 // A purchase whose buyer leaves while it waits is not sold; the rest of
 // its batch is.
 func TestBatchLeavesOutACancelledPurchase(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		st := e.store()
 		svc := batchService(e, st, newCounts(), seckill.Options{})
@@ -183,7 +173,7 @@ func TestBatchLeavesOutACancelledPurchase(t *testing.T) {
 // A batch whose lease ran out and whose fence a newer holder claimed is
 // refused as a whole: every purchase in it hears busy, and none is sold.
 func TestBatchFenceRejectionFailsTheWholeBatch(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		stA, stB := e.store(), e.store()
 		p := e.product(stA, 10)
@@ -235,7 +225,7 @@ func TestBatchFenceRejectionFailsTheWholeBatch(t *testing.T) {
 // Under a burst, every buyer gets an answer, nothing is oversold, and the
 // queue turns buyers away at once when it is full.
 func TestBatchBurst(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		stA, stB := e.store(), e.store()
 		p := e.product(stA, 50)

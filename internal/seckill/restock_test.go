@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 	"github.com/seckill-ref/seckill/lock"
 )
 
@@ -70,11 +71,11 @@ func TestRestockAnswersTheStateItSet(t *testing.T) {
 	for i := range restocks {
 		// Wait for a sale since the last restock, so that every restock
 		// lands in the middle of purchases.
+		// Past the deadline the restock goes ahead all the same.
 		before := created.Load()
-		deadline := time.Now().Add(10 * time.Second)
-		for created.Load() == before && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond) // polled with a deadline
-		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_ = poll.Until(wctx, time.Millisecond, func() (bool, error) { return created.Load() != before, nil })
+		cancel()
 		set := int64(20 + i%7)
 		got, err := svcs[i%2].Restock(ctx, p.ID, set)
 		if err != nil {

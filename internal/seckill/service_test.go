@@ -97,13 +97,6 @@ func newEnvOn(t *testing.T, db string) *env {
 	return &env{t: t, redis: redistest.Start(t), db: db}
 }
 
-// eachDB runs test once on a new SQLite file and once on a new database on
-// a real PostgreSQL server.
-func eachDB(t *testing.T, test func(t *testing.T, db string)) {
-	t.Run("sqlite", func(t *testing.T) { test(t, filepath.Join(t.TempDir(), "seckill.db")) })
-	t.Run("postgres", func(t *testing.T) { test(t, pgtest.Database(t)) })
-}
-
 func (e *env) store() *store.Store {
 	e.t.Helper()
 	s, err := store.Open(e.db)
@@ -268,7 +261,7 @@ func staleHolder(t *testing.T, db string, unfenced bool) (*seckill.Product, *cou
 }
 
 func TestStaleHolderFenced(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		p, rec, errA := staleHolder(t, db, false)
 		if !errors.Is(errA, seckill.ErrFenceRejected) || !errors.Is(errA, seckill.ErrBusy) {
 			t.Fatalf("A: got %v, want ErrFenceRejected (matching ErrBusy)", errA)
@@ -283,7 +276,7 @@ func TestStaleHolderFenced(t *testing.T) {
 }
 
 func TestStaleHolderUnfenced(t *testing.T) {
-	eachDB(t, func(t *testing.T, db string) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
 		p, _, errA := staleHolder(t, db, true)
 		if errA != nil {
 			t.Fatalf("A: got %v, want nil (nothing stops the stale write)", errA)

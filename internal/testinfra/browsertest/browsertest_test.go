@@ -12,6 +12,9 @@ import (
 // The browser renders a page, answers an evaluation and takes a
 // screenshot; when its test ends, none of its processes is left.
 func TestBrowserRunsAndLeavesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: headless Chromium")
+	}
 	page := filepath.Join(t.TempDir(), "page.html")
 	if err := os.WriteFile(page, []byte(`<!DOCTYPE html><p id="x">hello</p><script>document.getElementById("x").dataset.n = String(6*7)</script>`), 0o644); err != nil {
 		t.Fatal(err)

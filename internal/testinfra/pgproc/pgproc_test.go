@@ -15,11 +15,15 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckill-ref/seckill/internal/testinfra/pgproc"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 )
 
 // A server starts, serves a database of its own, and is gone after Stop:
 // its process and its directory.
 func TestStartCreateStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts PostgreSQL servers (initdb and postgres take seconds)")
+	}
 	ctx := context.Background()
 	srv, err := pgproc.Start(ctx, pgproc.Options{})
 	if err != nil {
@@ -82,6 +86,9 @@ func TestMain(m *testing.M) {
 // does (Pdeathsig), so no server outlives the run. The helper is this
 // test binary, run again.
 func TestServerDiesWithItsParent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts PostgreSQL servers (initdb and postgres take seconds)")
+	}
 	helper := exec.Command(os.Args[0], "-test.run=^$")
 	helper.Env = append(os.Environ(), helperEnv+"=1")
 	stdout, err := helper.StdoutPipe()
@@ -111,12 +118,10 @@ func TestServerDiesWithItsParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = helper.Wait()
-	deadline := time.Now().Add(20 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("server pid %d still runs 20s after its parent was killed", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := poll.Until(ctx, 10*time.Millisecond, func() (bool, error) { return syscall.Kill(pid, 0) != nil, nil }); err != nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("server pid %d still runs 20s after its parent was killed", pid)
 	}
 }

@@ -3,7 +3,10 @@
 // database, and one database per test, dropped when the test ends. A
 // database is created in a fraction of a second, a server in seconds,
 // hence the split. There is no fallback to a fake, and no skip: when
-// PostgreSQL is missing the test fails and says how to install it.
+// PostgreSQL is missing the test fails and says how to install it. Only
+// under -short is a test that needs the server skipped, since starting it
+// (initdb, then postgres) costs seconds; the SQLite runs of the same tests
+// still run.
 //
 // A package whose tests use Database calls Main from its TestMain, which
 // stops the server when the tests are done:
@@ -15,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,6 +57,9 @@ func Main(m *testing.M) int {
 // Server returns the test binary's server, starting it on first use.
 func Server(t testing.TB) *pgproc.Server {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: needs a PostgreSQL server (initdb and postgres take seconds)")
+	}
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if !shared.main {
@@ -72,6 +79,15 @@ func Server(t testing.TB) *pgproc.Server {
 func Database(t testing.TB) string {
 	t.Helper()
 	return NewDatabase(t, Server(t))
+}
+
+// EachDB runs test twice, as subtests, each on a new and empty database:
+// "sqlite", a SQLite file in t's temporary directory, and "postgres", a
+// database on the shared server (skipped under -short). It is for the tests
+// whose outcome depends on what the database does.
+func EachDB(t *testing.T, test func(t *testing.T, db string)) {
+	t.Run("sqlite", func(t *testing.T) { test(t, filepath.Join(t.TempDir(), "seckill.db")) })
+	t.Run("postgres", func(t *testing.T) { test(t, Database(t)) })
 }
 
 // Start runs a server of t's own with opts, stopped when t ends: for a

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-ref/seckill/internal/redisproc"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 )
 
 // StartCluster starts a Redis Cluster of n masters (no replicas) for the
@@ -59,7 +60,7 @@ func StartCluster(t testing.TB, n int, extra ...string) []*Server {
 			}
 		}
 	}
-	err := poll(ctx, 20*time.Millisecond, func() error {
+	err := poll.UntilNil(ctx, 20*time.Millisecond, func() error {
 		for i, c := range clients {
 			info, err := c.ClusterInfo(ctx).Result()
 			if err != nil {

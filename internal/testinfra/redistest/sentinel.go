@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-ref/seckill/internal/redisproc"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 )
 
 // readyTimeout bounds each wait of a Sentinel deployment for a state it
@@ -106,7 +107,7 @@ func (s *Sentinel) MasterAddrs(ctx context.Context) []string {
 // WaitMaster polls until every sentinel names addr as the master, or ctx
 // ends.
 func (s *Sentinel) WaitMaster(ctx context.Context, addr string) error {
-	return poll(ctx, 10*time.Millisecond, func() error {
+	return poll.UntilNil(ctx, 10*time.Millisecond, func() error {
 		for _, got := range s.MasterAddrs(ctx) {
 			if got != addr {
 				return fmt.Errorf("sentinels name %v as the master, want %s", s.MasterAddrs(ctx), addr)
@@ -127,7 +128,7 @@ func (s *Sentinel) Rejoin(ctx context.Context, old *Server, addr string) error {
 	}
 	c := s.client(old.Addr())
 	defer c.Close()
-	return poll(ctx, 10*time.Millisecond, func() error { return linkUp(ctx, c) })
+	return poll.UntilNil(ctx, 10*time.Millisecond, func() error { return linkUp(ctx, c) })
 }
 
 // CutReplication stops the replica from receiving the master's writes,
@@ -146,7 +147,7 @@ func (s *Sentinel) CutReplication(ctx context.Context) error {
 	if err := master.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
 		return fmt.Errorf("master: %w", err)
 	}
-	return poll(ctx, 5*time.Millisecond, func() error {
+	return poll.UntilNil(ctx, 5*time.Millisecond, func() error {
 		if linkUp(ctx, replica) == nil {
 			return errors.New("replication link still up")
 		}
@@ -196,7 +197,7 @@ func (s *Sentinel) await(what string, cond func(ctx context.Context) error) {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	if err := poll(ctx, 10*time.Millisecond, func() error { return cond(ctx) }); err != nil {
+	if err := poll.UntilNil(ctx, 10*time.Millisecond, func() error { return cond(ctx) }); err != nil {
 		s.t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
@@ -211,24 +212,6 @@ func linkUp(ctx context.Context, c *redis.Client) error {
 		return errors.New("replication link not up yet")
 	}
 	return nil
-}
-
-// poll calls cond every interval until it returns nil; when ctx ends first
-// it returns cond's last error.
-func poll(ctx context.Context, interval time.Duration, cond func() error) error {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-tick.C:
-		}
-	}
 }
 
 func portOf(addr string) string {

@@ -11,6 +11,9 @@ import (
 // The deployment fails over when its master is killed: every sentinel
 // then names the replica, and the old master rejoins as its replica.
 func TestSentinelFailsOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a Sentinel failover")
+	}
 	s := redistest.StartSentinel(t, "m", redistest.SentinelOptions{Password: "pw", SentinelPassword: "spw"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
