@@ -36,7 +36,8 @@ type backend interface {
 	// without go-redis's retries, so the Locker tries again itself after
 	// one that failed (tryOnce). A Redlock attempt goes to each node with
 	// that node's client's own retries, and has been undone everywhere
-	// when it fails.
+	// when it fails: the Locker neither tries it again nor gives its
+	// ticket up a second time.
 	sendsAttemptsOnce() bool
 	// subscribers are the clients whose Pub/Sub carries the grants or
 	// wake-ups: one per Redis deployment.

@@ -323,7 +323,11 @@ func (l *Locker) tryOnce(ctx context.Context, q *queue) (*grant, error) {
 			}
 			return &grant{ticket: ticket, token: res.token, deadline: res.deadline}, nil
 		}
-		l.cleanup(ctx, q.k, ticket)
+		if l.b.sendsAttemptsOnce() {
+			// A backend that retries an attempt itself (Redlock) has
+			// already given the ticket up on every node.
+			l.cleanup(ctx, q.k, ticket)
+		}
 		if ctx.Err() != nil {
 			return nil, notAcquired(q.name, ctx.Err())
 		}
