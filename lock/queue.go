@@ -35,7 +35,11 @@ type queue struct {
 	// next call refreshes it rather than registering it anew.
 	registered bool
 	// checkAt is when the driver next asks Redis itself (the fallback
-	// re-check), if no grant has come by then.
+	// re-check), if no grant has come by then. The zero time asks for the
+	// re-check at once: handOff sets it for a grant it cannot hand out. A
+	// call that queues or refreshes the ticket sets it to its send time
+	// first, so that a zero found when its reply comes was set meanwhile,
+	// and the reply keeps it.
 	checkAt time.Time
 	// pending is a grant to ticket that came when no goroutine waited: the
 	// next one to arrive takes it, or the driver withdraws it.
@@ -304,8 +308,9 @@ func (l *Locker) driveStep(q *queue, failures *int) (wait time.Duration, exit bo
 	if q.registered {
 		mode = modeRefresh
 	}
-	l.mu.Unlock()
 	sent := time.Now()
+	q.checkAt = sent
+	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
 	res, err := l.b.acquire(ctx, q.k, ticket, mode)
 	cancel()
@@ -343,6 +348,12 @@ func (l *Locker) afterAttempt(q *queue, ticket string, sent time.Time, res acqui
 	}
 	q.registered = true
 	q.ticketSince = sent
+	if q.checkAt.IsZero() {
+		// A grant for the ticket came while the call was on its way, too
+		// late in its claim lease to hand out: it asked for the re-check
+		// at once, which takes the grant while it lasts.
+		return -1
+	}
 	wait := l.recheckIn(res.retryIn)
 	q.checkAt = time.Now().Add(wait)
 	return wait
@@ -402,6 +413,7 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 	requeue := ""
 	if q != nil && q.holder == lk && len(q.waiters) > 0 && q.ticket == "" && !l.closed && l.b.handsOver() {
 		requeue = q.newTicket()
+		q.checkAt = q.ticketSince // the release queues it (see checkAt)
 	}
 	l.mu.Unlock()
 
@@ -443,7 +455,9 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 		case requeue != "" && q.ticket == requeue:
 			q.registered = true
 			q.ticketSince = sent
-			q.checkAt = time.Now().Add(l.jitter(l.opts.RecheckInterval))
+			if !q.checkAt.IsZero() { // else a grant asked for the re-check at once
+				q.checkAt = time.Now().Add(l.jitter(l.opts.RecheckInterval))
+			}
 		}
 		l.settle(q)
 	}
