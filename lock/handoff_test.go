@@ -340,3 +340,67 @@ func TestLocalBurstIsBounded(t *testing.T) {
 	}
 	t.Logf("longest run %d, process switches %d", longest, switches)
 }
+
+// A process's run of hand-offs in a row ends when the lock goes free with
+// nobody queued. A later hold of the same process, taken directly, starts
+// no run: when it releases with more local waiters while another process
+// waits, the lock goes to that process, not to a local waiter on the
+// strength of the earlier run's count.
+func TestBurstCountEndsWithItsRun(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	opts := lock.Options{WaitTimeout: 20 * time.Second}
+	a, b := newLocker(t, srv, opts), newLocker(t, srv, opts)
+
+	// a gets the lock by a grant from the queue: a run of one.
+	held := mustAcquire(t, b, "res")
+	got := make(chan *lock.Lock, 1)
+	go func() { got <- acquireOrNil(t, a, "res") }()
+	eventually(t, 5*time.Second, "a to queue", func() bool { return admin.LLen(ctx, lockKey("res")+":queue").Val() == 1 })
+	release(t, held)
+	lk := <-got
+	if lk == nil {
+		t.FailNow()
+	}
+	release(t, lk) // nobody is queued: the lock goes free, the run ends
+
+	// A new hold of a's, taken directly, with a local waiter and b queued.
+	held = mustAcquire(t, a, "res")
+	local := make(chan *lock.Lock, 1)
+	go func() { local <- acquireOrNil(t, a, "res") }()
+	eventually(t, 5*time.Second, "a's second goroutine to wait", func() bool { return a.Waiting("res") == 1 })
+	other := make(chan *lock.Lock, 1)
+	go func() { other <- acquireOrNil(t, b, "res") }()
+	eventually(t, 5*time.Second, "b to queue", func() bool { return admin.LLen(ctx, lockKey("res")+":queue").Val() == 1 })
+	release(t, held)
+
+	select {
+	case lk := <-other:
+		if lk == nil {
+			t.FailNow()
+		}
+		release(t, lk)
+		if lk := <-local; lk != nil {
+			release(t, lk)
+		}
+	case lk := <-local:
+		if lk != nil {
+			release(t, lk)
+		}
+		t.Error("the local waiter got the lock while another process waited: the earlier run's count was reused")
+		if lk := <-other; lk != nil {
+			release(t, lk)
+		}
+	}
+}
+
+// acquireOrNil acquires name in a goroutine other than the test's: it
+// reports an error with t.Error and returns nil.
+func acquireOrNil(t *testing.T, l *lock.Locker, name string) *lock.Lock {
+	lk, err := l.Acquire(context.Background(), name)
+	if err != nil {
+		t.Error(err)
+	}
+	return lk
+}

@@ -119,7 +119,7 @@ func lostRegistrationReply(t *testing.T) error {
 				owner, admin.PTTL(ctx, lockKey("res")).Val())
 		}
 		for pid, v := range admin.HGetAll(ctx, lockKey("res")+":waiters").Val() {
-			if strings.HasSuffix(v, ticket) {
+			if pid != "turn" && strings.HasSuffix(v, ticket) { // the turn record names its hold's ticket too
 				return fmt.Errorf("the ticket %q, already granted and released (or given up), is queued again (%s: %s)", ticket, pid, v)
 			}
 		}
