@@ -43,7 +43,7 @@ func TestShortClaimDuringRefreshKeepsTheImmediateRecheck(t *testing.T) {
 	checkAt := q.checkAt
 	q.waiters, q.ticket = nil, "" // nothing for Close to give up
 	l.mu.Unlock()
-	if wait != -1 || !checkAt.IsZero() {
+	if wait != atOnce || !checkAt.IsZero() {
 		t.Errorf("after the refresh's reply: wait %v, checkAt %v; want the re-check at once", wait, checkAt)
 	}
 	_ = l.Close()

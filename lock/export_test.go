@@ -184,3 +184,14 @@ func RunAcquireScript(ctx context.Context, c redis.UniversalClient, name, ticket
 	return o.scripts().acquire.Run(ctx, c, k.forTicket(ticket),
 		ticket, o.TTL.Milliseconds(), pid, mode, o.entryLease().Milliseconds(), k.channel, o.fenceTTLms()).Int64Slice()
 }
+
+// Waiting reports how many goroutines of this Locker wait for the lock
+// called name.
+func (l *Locker) Waiting(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if q := l.queues[name]; q != nil {
+		return len(q.waiters)
+	}
+	return 0
+}

@@ -18,6 +18,14 @@ import (
 // the same lock queue up in memory, so at most one request per lock and
 // process contends in Redis, and one subscription per process carries the
 // hand-off messages.
+//
+// Four mutexes nest, always in this order, each taken only while holding
+// those before it or none: subscriber.opMu (syncChannel and reconnect read
+// the wanted channels under it), then Locker.mu (newLock starts a Lock's
+// watchdog entry under it), then Lock.mu (a Lock schedules its next event
+// under it), then watchdog.mu, which is held while taking no other
+// (watchdog.fire calls Lock.due after releasing it). redlock.mu guards only
+// the count of node calls in flight and is taken with none of them held.
 type Locker struct {
 	b    backend
 	opts Options
@@ -176,6 +184,86 @@ func (l *Locker) Close() error {
 		c.close()
 	}
 	return nil
+}
+
+// release runs the release script for lk. When other goroutines of this
+// process wait for the lock, the same script queues the process under a new
+// ticket, and if the process is first in line the lock comes straight back:
+// the oldest local waiter then holds it after one round trip.
+func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err error) {
+	l.mu.Lock()
+	q := l.queues[lk.name]
+	requeue := ""
+	if q != nil && q.holder == lk && len(q.waiters) > 0 && q.ticket == "" && !l.closed && l.b.handsOver() {
+		requeue = q.newTicket()
+		q.checkAt = q.ticketSince // the release queues it (see checkAt)
+	}
+	l.mu.Unlock()
+
+	sent := time.Now()
+	res, err := l.b.release(ctx, lk.k, lk.owner, requeue)
+
+	if err == nil && res.requeueLost && !res.released && time.Now().Before(lk.Deadline()) && !testNoReleaseInference {
+		// The first call's reply was lost and the second found the lock gone
+		// or someone else's. The key lives at least until the Lock's
+		// deadline, and only this Lock's owner can delete it before then:
+		// the second call ran before the deadline (its reply came back
+		// earlier), so the first call released it. (A Redis that lost the
+		// key meanwhile, in a restart or a failover, looks the same: the
+		// release cannot tell, and reports it released.)
+		res.released = true
+	}
+
+	l.mu.Lock()
+	giveUp := ""
+	if err == nil && res.granted && l.closed {
+		// Close began while we released, and the lock came back to this
+		// process: nobody here may take it any more. Pass it on.
+		giveUp = res.ticket
+	}
+	if q != nil && l.queues[lk.name] == q {
+		if q.holder == lk {
+			q.holder = nil
+		}
+		if (err != nil || res.requeueLost) && requeue != "" && q.ticket == requeue {
+			q.dropTicket() // it may or may not be queued: give it up
+		}
+		switch {
+		case giveUp != "" || err != nil:
+		case res.granted && res.ticket == q.ticket:
+			l.handOff(q, grant{ticket: res.ticket, token: res.token, deadline: res.deadline})
+		case res.granted:
+			// Granted to a ticket of ours that is no longer wanted: pass it on.
+			q.withdraw = append(q.withdraw, res.ticket)
+		case requeue != "" && q.ticket == requeue:
+			q.registered = true
+			q.ticketSince = sent
+			if !q.checkAt.IsZero() { // else a grant asked for the re-check at once
+				q.checkAt = time.Now().Add(l.jitter(l.opts.RecheckInterval))
+			}
+		}
+		l.settle(q)
+	}
+	l.mu.Unlock()
+	if giveUp != "" {
+		l.cleanup(ctx, lk.k, giveUp)
+	}
+	return res.released, err
+}
+
+// testNoReleaseInference lets a test report only what a release's second
+// call saw, to show the failure the inference from the deadline prevents.
+var testNoReleaseInference = false
+
+// leaseEnded is told by a Lock that lost its lease: it no longer keeps this
+// process's other waiters from contending.
+func (l *Locker) leaseEnded(lk *Lock) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if q := l.queues[lk.name]; q != nil && q.holder == lk {
+		q.holder = nil
+		l.settle(q)
+	}
 }
 
 func (l *Locker) acquire(ctx context.Context, name string, wait bool) (*Lock, error) {
@@ -374,17 +462,6 @@ func (l *Locker) cleanup(ctx context.Context, k keys, ticket string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	_ = l.b.withdraw(cctx, k, ticket)
-}
-
-// Waiting reports how many goroutines of this Locker wait for the lock
-// called name, for metrics and tests.
-func (l *Locker) Waiting(name string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if q := l.queues[name]; q != nil {
-		return len(q.waiters)
-	}
-	return 0
 }
 
 // checkName refuses names that would break the hash tag: an empty tag, or

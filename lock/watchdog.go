@@ -23,8 +23,8 @@ type watchdog struct {
 	armed time.Time // when the timer fires; zero when it is not armed
 }
 
-// schedule makes at the time lk is next looked at. Callers may hold
-// lk.mu: watchdog.mu is taken after Lock.mu, never the other way round.
+// schedule makes at the time lk is next looked at. Callers may hold lk.mu
+// (the lock order is on Locker).
 func (w *watchdog) schedule(lk *Lock, at time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
