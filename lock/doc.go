@@ -152,7 +152,7 @@
 // must not run twice, an attempt to acquire, a registration in the queue
 // and a release, are sent so that go-redis does not (a command whose
 // NoRetry is true), and the Locker handles the unknown outcome itself: it
-// gives up the ticket the call carried, and asks a release again in a form
+// withdraws the ticket the call carried, and asks a release again in a form
 // that is safe to repeat. Since nothing is ever sent twice, a release needs
 // no tombstone: if that second call finds the lock gone before the Lock's
 // deadline, only the first call can have deleted it. The other calls

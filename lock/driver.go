@@ -61,11 +61,11 @@ func (l *Locker) driveStep(q *queue, failures *int) (p pause, exit bool) {
 		return untilKicked, true
 	}
 	if len(q.waiters) == 0 && q.ticket != "" {
-		q.dropTicket()
+		q.withdrawTicket()
 	}
 
-	if len(q.withdraw) > 0 {
-		t := q.withdraw[0]
+	if len(q.withdrawing) > 0 {
+		t := q.withdrawing[0]
 		l.mu.Unlock()
 		ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
 		err := l.b.withdraw(ctx, q.k, t)
@@ -77,7 +77,7 @@ func (l *Locker) driveStep(q *queue, failures *int) (p pause, exit bool) {
 			*failures++
 			return pause(l.backoff(*failures)), false
 		}
-		q.withdraw = slices.DeleteFunc(q.withdraw, func(s string) bool { return s == t })
+		q.withdrawing = slices.DeleteFunc(q.withdrawing, func(s string) bool { return s == t })
 		return atOnce, false
 	}
 
@@ -158,9 +158,9 @@ func (l *Locker) afterAttempt(q *queue, ticket string, sent time.Time, res acqui
 	}
 	if err != nil {
 		// The call may have run, or may still run: never reuse a ticket
-		// whose fate is unknown. Give it up and start over with a new one.
+		// whose fate is unknown. Withdraw it and start over with a new one.
 		q.lastErr = err
-		q.dropTicket()
+		q.withdrawTicket()
 		return pause(l.backoff(failures))
 	}
 	switch res.status {
@@ -168,7 +168,7 @@ func (l *Locker) afterAttempt(q *queue, ticket string, sent time.Time, res acqui
 		l.handOff(q, grant{ticket: ticket, token: res.token, deadline: res.deadline})
 		l.settle(q)
 		return untilKicked
-	case placeLost, voided:
+	case placeLost, withdrawn:
 		q.newTicket() // queue again at once, under a new ticket
 		return atOnce
 	}
@@ -218,9 +218,9 @@ func (l *Locker) retry(q *queue, failures *int) pause {
 	}
 	if l.closed {
 		// Close began while we asked, and no Lock may start after it:
-		// give the lock up. The next step sees the Locker closed.
+		// withdraw the ticket that won it. The next step sees the Locker closed.
 		l.mu.Unlock()
-		l.cleanup(context.Background(), q.k, ticket)
+		l.withdraw(context.Background(), q.k, ticket)
 		return atOnce
 	}
 	l.handOff(q, grant{ticket: ticket, token: res.token, deadline: res.deadline})

@@ -41,7 +41,7 @@ func TestShortClaimDuringRefreshKeepsTheImmediateRecheck(t *testing.T) {
 
 	l.mu.Lock()
 	checkAt := q.checkAt
-	q.waiters, q.ticket = nil, "" // nothing for Close to give up
+	q.waiters, q.ticket = nil, "" // nothing for Close to withdraw
 	l.mu.Unlock()
 	if wait != atOnce || !checkAt.IsZero() {
 		t.Errorf("after the refresh's reply: wait %v, checkAt %v; want the re-check at once", wait, checkAt)

@@ -84,9 +84,9 @@ func IgnoreCloseInAcquire() (restore func()) {
 }
 
 // IgnoreRequeueTombstone lets a release queue the process under a ticket
-// that the process has given up (the rule for UseScriptRule).
+// that the process has withdrawn (the rule for UseScriptRule).
 const IgnoreRequeueTombstone = `
-requeue_voided = function(key)
+requeue_withdrawn = function(key)
   return false
 end
 `

@@ -182,9 +182,9 @@ func TestAmbiguousAcquireFailsClosed(t *testing.T) {
 	if err := <-stalled; err != nil {
 		t.Fatal(err)
 	}
-	// Both the late acquire and the clean-up reached the server after the
+	// Both the late acquire and the withdraw reached the server after the
 	// stall, in an order we do not control; either way no lock may remain.
-	eventually(t, 5*time.Second, "the acquire and the clean-up to run", func() bool {
+	eventually(t, 5*time.Second, "the acquire and the withdraw to run", func() bool {
 		return evalshaCalls(t, admin) >= before+2
 	})
 	if n := admin.Exists(bg, lockKey("res")).Val(); n != 0 {
@@ -212,11 +212,11 @@ func redisBusy(addr string) bool {
 	return c.Ping(context.Background()).Err() != nil
 }
 
-// The other order: the clean-up overtakes the acquire it cleans up after
+// The other order: the withdraw overtakes the acquire whose ticket it withdraws
 // (the acquire's packets are delayed on the network). An owner-checked
 // delete alone would find nothing to delete, and the late acquire would take
 // the lock for its whole TTL; the ticket's tombstone makes it refuse.
-func TestLateAcquireAfterCleanupIsRefused(t *testing.T) {
+func TestLateAcquireAfterWithdrawIsRefused(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	var armed atomic.Bool
@@ -239,11 +239,11 @@ func TestLateAcquireAfterCleanupIsRefused(t *testing.T) {
 	if _, err := l.TryAcquire(ctx, "res"); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire = %v, want ErrNotAcquired", err)
 	}
-	eventually(t, 5*time.Second, "the clean-up and the late acquire to run", func() bool {
+	eventually(t, 5*time.Second, "the withdraw and the late acquire to run", func() bool {
 		return evalshaCalls(t, admin) >= before+2
 	})
 	if n := admin.Exists(bg, lockKey("res")).Val(); n != 0 {
-		t.Fatalf("the late acquire took the lock after its clean-up (PTTL %v)", admin.PTTL(bg, lockKey("res")).Val())
+		t.Fatalf("the late acquire took the lock after its withdraw (PTTL %v)", admin.PTTL(bg, lockKey("res")).Val())
 	}
 }
 

@@ -100,8 +100,8 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lock, error) {
 
 // TryAcquire makes one attempt and returns ErrNotAcquired at once if the
 // lock is held, or if this Locker is busy with it: another goroutine holds
-// or awaits it, or the Locker is still giving up a place in its queue or a
-// grant that nobody here took.
+// or awaits it, or the Locker is still withdrawing a place in its queue or
+// a grant that nobody here took.
 func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 	return l.acquire(ctx, name, false)
 }
@@ -131,20 +131,21 @@ func (l *Locker) Do(ctx context.Context, name string, fn func(ctx context.Contex
 	return fn(fctx, lk)
 }
 
-// releaseTimeout bounds clean-up calls that run after the caller's context
-// ended. If one fails, the lease's TTL frees the lock.
+// releaseTimeout bounds the calls that run without a caller's context, or
+// after it ended: releases, withdraws, the driver's calls. If a release or
+// a withdraw fails, the lease's TTL frees the lock.
 const releaseTimeout = 2 * time.Second
 
 // Close stops the Locker's background work: waiters get ErrClosed, held
 // Locks stop renewing and report ErrClosed through Lost. Release held Locks
-// first. An Acquire that completes after Close has begun gives up what it
+// first. An Acquire that completes after Close has begun withdraws what it
 // got and returns ErrClosed: a Lock it returned would have nobody to renew
 // its lease or report its loss. Close takes the process out of every lock's
 // queue (a ticket left queued could be granted to this closed process and
 // block the lock for its claim lease), and waits for every goroutine the
 // Locker started.
 func (l *Locker) Close() error {
-	type giveUp struct {
+	type withdrawal struct {
 		k      keys
 		ticket string
 	}
@@ -153,21 +154,21 @@ func (l *Locker) Close() error {
 	subs := l.subs
 	l.subs = make([]*subscriber, len(subs))
 	var held []*Lock
-	var tickets []giveUp
+	var tickets []withdrawal
 	for _, q := range l.queues {
 		if q.holder != nil {
 			held = append(held, q.holder)
 		}
-		for _, t := range append(q.withdraw, q.ticket) {
+		for _, t := range append(q.withdrawing, q.ticket) {
 			if t != "" {
-				tickets = append(tickets, giveUp{q.k, t})
+				tickets = append(tickets, withdrawal{q.k, t})
 			}
 		}
-		q.ticket, q.withdraw, q.pending = "", nil, nil
+		q.ticket, q.withdrawing, q.pending = "", nil, nil
 	}
 	l.mu.Unlock()
 	for _, g := range tickets {
-		l.cleanup(context.Background(), g.k, g.ticket)
+		l.withdraw(context.Background(), g.k, g.ticket)
 	}
 	l.cancel()
 	for _, lk := range held {
@@ -215,26 +216,26 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 	}
 
 	l.mu.Lock()
-	giveUp := ""
+	unwanted := ""
 	if err == nil && res.granted && l.closed {
 		// Close began while we released, and the lock came back to this
 		// process: nobody here may take it any more. Pass it on.
-		giveUp = res.ticket
+		unwanted = res.ticket
 	}
 	if q != nil && l.queues[lk.name] == q {
 		if q.holder == lk {
 			q.holder = nil
 		}
 		if (err != nil || res.requeueLost) && requeue != "" && q.ticket == requeue {
-			q.dropTicket() // it may or may not be queued: give it up
+			q.withdrawTicket() // it may or may not be queued
 		}
 		switch {
-		case giveUp != "" || err != nil:
+		case unwanted != "" || err != nil:
 		case res.granted && res.ticket == q.ticket:
 			l.handOff(q, grant{ticket: res.ticket, token: res.token, deadline: res.deadline})
 		case res.granted:
 			// Granted to a ticket of ours that is no longer wanted: pass it on.
-			q.withdraw = append(q.withdraw, res.ticket)
+			q.withdrawing = append(q.withdrawing, res.ticket)
 		case requeue != "" && q.ticket == requeue:
 			q.registered = true
 			q.ticketSince = sent
@@ -245,8 +246,8 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 		l.settle(q)
 	}
 	l.mu.Unlock()
-	if giveUp != "" {
-		l.cleanup(ctx, lk.k, giveUp)
+	if unwanted != "" {
+		l.withdraw(ctx, lk.k, unwanted)
 	}
 	return res.released, err
 }
@@ -306,7 +307,7 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, star
 	if q != nil && !wait {
 		why := "held or awaited in this process"
 		if !q.busy() && len(q.waiters) == 0 {
-			why = "being given up by this process" // a ticket or a grant nobody took
+			why = "being withdrawn by this process" // a ticket or a grant nobody took
 		}
 		l.mu.Unlock()
 		return nil, false, fmt.Errorf("%w: %q is %s", ErrNotAcquired, name, why)
@@ -325,10 +326,10 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, star
 		q.attempting = false
 		if g != nil && l.closed && !testAcquireIgnoresClose {
 			// Close began while we asked: no Lock may start after it
-			// (nothing would renew it or report its loss). Give it up.
+			// (nothing would renew it or report its loss). Withdraw it.
 			l.settle(q)
 			l.mu.Unlock()
-			l.cleanup(ctx, q.k, g.ticket)
+			l.withdraw(ctx, q.k, g.ticket)
 			return nil, false, ErrClosed
 		}
 		if g != nil {
@@ -393,7 +394,7 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, star
 //
 // The call is never sent twice with one ticket (single.acquire says why).
 // When it fails without a reply, the script may have run and taken the
-// lock, or may still run: fail closed, void the ticket (bsm/redislock
+// lock, or may still run: fail closed, withdraw the ticket (bsm/redislock
 // leaves such a lock orphaned until its TTL). Then, if the backend sends
 // attempts without go-redis's retries, try again with a new ticket, up to
 // tryAttempts in all, as go-redis would have retried the call: a broken
@@ -413,8 +414,8 @@ func (l *Locker) tryOnce(ctx context.Context, q *queue) (*grant, error) {
 		}
 		if l.b.sendsAttemptsOnce() {
 			// A backend that retries an attempt itself (Redlock) has
-			// already given the ticket up on every node.
-			l.cleanup(ctx, q.k, ticket)
+			// already withdrawn the ticket on every node.
+			l.withdraw(ctx, q.k, ticket)
 		}
 		if ctx.Err() != nil {
 			return nil, notAcquired(q.name, ctx.Err())
@@ -455,10 +456,12 @@ func (l *Locker) isClosed() bool {
 // Close that began meanwhile, to show the failure the check prevents.
 var testAcquireIgnoresClose = false
 
-// cleanup voids ticket: deletes the lock if ticket owns it (passing it to
-// the next waiter) and makes a late acquire with it fail. If cleanup fails
-// too, the lease's TTL frees the lock.
-func (l *Locker) cleanup(ctx context.Context, k keys, ticket string) {
+// withdraw gives ticket up for good, also after the caller's context
+// ended: it deletes the lock if ticket owns it (passing it to the next
+// waiter), takes the ticket out of the queue, and leaves a tombstone that
+// makes a late acquire with it fail. If the withdraw fails too, the
+// lease's TTL frees the lock.
+func (l *Locker) withdraw(ctx context.Context, k keys, ticket string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	_ = l.b.withdraw(cctx, k, ticket)

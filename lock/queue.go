@@ -42,11 +42,11 @@ type queue struct {
 	// pending is a grant to ticket that came when no goroutine waited: the
 	// next one to arrive takes it, or the driver withdraws it.
 	pending *grant
-	// withdraw lists tickets being given up: nobody here wants them any
-	// more, or a call carrying one failed and its fate is unknown. None is
-	// q.ticket, so a grant for one that arrives meanwhile is stale; the
-	// withdraw passes such a grant on.
-	withdraw []string
+	// withdrawing lists tickets the driver is to withdraw: nobody here
+	// wants them any more, or a call carrying one failed and its fate is
+	// unknown. None is q.ticket, so a grant for one that arrives meanwhile
+	// is stale; the withdraw passes such a grant on.
+	withdrawing []string
 
 	driving    bool          // the driver goroutine runs
 	kick       chan struct{} // wakes the driver; capacity 1, made with the driver
@@ -113,11 +113,11 @@ func (q *queue) newTicket() string {
 	return q.ticket
 }
 
-// dropTicket moves the current ticket to withdrawing, for the driver to
-// give up. Caller holds Locker.mu.
-func (q *queue) dropTicket() {
+// withdrawTicket moves the current ticket to q.withdrawing, for the driver
+// to withdraw. Caller holds Locker.mu.
+func (q *queue) withdrawTicket() {
 	if q.ticket != "" {
-		q.withdraw = append(q.withdraw, q.ticket)
+		q.withdrawing = append(q.withdrawing, q.ticket)
 	}
 	q.ticket, q.registered, q.pending = "", false, nil
 }
@@ -129,7 +129,7 @@ func (l *Locker) settle(q *queue) {
 	if p := q.pending; p != nil && len(q.waiters) > 0 {
 		l.handOff(q, *p)
 	}
-	if len(q.waiters) > 0 || q.ticket != "" || len(q.withdraw) > 0 {
+	if len(q.waiters) > 0 || q.ticket != "" || len(q.withdrawing) > 0 {
 		if !q.driving && !l.closed {
 			q.driving = true
 			if q.kick == nil {
@@ -184,7 +184,7 @@ func (l *Locker) deliverGrant(q *queue, ticket string, token int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if q.ticket != ticket || ticket == "" || q.pending != nil || l.closed {
-		return // stale: taken through a reply, or given up
+		return // stale: taken through a reply, or withdrawn
 	}
 	l.handOff(q, grant{ticket: ticket, token: token, deadline: q.ticketSince.Add(l.opts.claimLease()), claim: true})
 	l.settle(q)

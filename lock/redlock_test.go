@@ -256,10 +256,10 @@ func TestWaitReplicasAcknowledgement(t *testing.T) {
 	}
 }
 
-// A failed Redlock attempt is given up on every node once: the backend's
+// A failed Redlock attempt is withdrawn on every node once: the backend's
 // acquire has already undone it everywhere, so the Locker adds no second
-// round of give-ups. The live node sees two script calls: the attempt and
-// its one give-up.
+// round of withdraws. The live node sees two script calls: the attempt and
+// its one withdraw.
 func TestRedlockFailedAttemptGivesItsTicketUpOnce(t *testing.T) {
 	nodes := startNodes(t, 3)
 	l := newRedlock(t, nodes, lock.Options{WaitTimeout: 2 * time.Second, NodeTimeout: 500 * time.Millisecond})
@@ -285,6 +285,6 @@ func TestRedlockFailedAttemptGivesItsTicketUpOnce(t *testing.T) {
 	}
 	got := after.Sub(before).ByName
 	if calls := got["evalsha"] + got["eval"]; calls != 2 {
-		t.Errorf("script calls on the live node for one failed attempt: got %d (%v), want 2: the attempt and one give-up", calls, got)
+		t.Errorf("script calls on the live node for one failed attempt: got %d (%v), want 2: the attempt and one withdraw", calls, got)
 	}
 }

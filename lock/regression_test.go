@@ -120,7 +120,7 @@ func TestCloseWithdrawsQueuedTicket(t *testing.T) {
 // closed, Err nil) while Redis has given the lock to somebody else.
 //
 // The withdraw is delayed on the network (150 ms, like the existing
-// TestLateAcquireAfterCleanupIsRefused), which makes the interleaving
+// TestLateAcquireAfterWithdrawIsRefused), which makes the interleaving
 // deterministic.
 func TestGrantDuringWithdrawIsNotHandedOut(t *testing.T) {
 	srv := redistest.Start(t)

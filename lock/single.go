@@ -57,7 +57,7 @@ func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquir
 		// queue the ticket again and could grant it the lock with nobody
 		// to release it. An uncontended attempt (mode '0') run a second
 		// time after its Lock was released would take the lock again, for
-		// nobody. A failed call is given up instead: its ticket is
+		// nobody. A failed call is abandoned instead: its ticket is
 		// withdrawn (tryOnce, afterAttempt), and the tombstone makes a
 		// late run of it fail.
 		cmd = runOnce(ctx, s.client, s.scripts.acquire, keys, args...)

@@ -26,7 +26,7 @@ import (
 // and whose second run comes late, after the ticket was granted, taken and
 // released in between, would queue the ticket again and, with nobody else
 // queued, grant it the lock with the full TTL, to nobody. The Locker never
-// lets go-redis send a registration twice, and gives up a ticket whose
+// lets go-redis send a registration twice, and withdraws a ticket whose
 // call failed. The control lets go-redis retry the lock's script calls:
 // the lock is then held by the released Lock's owner.
 
@@ -115,12 +115,12 @@ func lostRegistrationReply(t *testing.T) error {
 	t.Logf("registration of %s: its reply was lost; sent again: %v; L's owner %s", f.ticket(), f.retried.Load(), lk.Owner())
 	for _, ticket := range []string{lk.Owner(), f.ticket()} {
 		if owner := admin.Get(ctx, lockKey("res")).Val(); owner == ticket {
-			return fmt.Errorf("the lock is held by %q, a ticket already granted and released (or given up), for another %v, and nobody will release it",
+			return fmt.Errorf("the lock is held by %q, a ticket already granted and released (or withdrawn), for another %v, and nobody will release it",
 				owner, admin.PTTL(ctx, lockKey("res")).Val())
 		}
 		for pid, v := range admin.HGetAll(ctx, lockKey("res")+":waiters").Val() {
 			if pid != "turn" && strings.HasSuffix(v, ticket) { // the turn record names its hold's ticket too
-				return fmt.Errorf("the ticket %q, already granted and released (or given up), is queued again (%s: %s)", ticket, pid, v)
+				return fmt.Errorf("the ticket %q, already granted and released (or withdrawn), is queued again (%s: %s)", ticket, pid, v)
 			}
 		}
 	}

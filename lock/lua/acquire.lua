@@ -9,7 +9,7 @@
 --   ARGV[7] the fence counter's lifetime in ms ('0': none; token.lua)
 -- Returns {1, token, lease} when the caller holds the lock, {0, 0, pttl} when
 -- another owner does, {-1, 0, 0} when mode '2' finds our place gone, and
--- {-2, 0, 0} when the ticket was voided.
+-- {-2, 0, 0} when the ticket was withdrawn.
 local ticket, ttl, pid, mode, lease, channel =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
 
@@ -38,7 +38,7 @@ end
 if cur and mode == '0' then
   return {0, 0, redis.call('PTTL', lock_key)} -- held, and we do not queue
 end
-if voided(void_key) then
+if withdrawn(tombstone_key) then
   -- The client gave this ticket up (its call timed out, or its waiters
   -- left) and this request arrived late: it must not take the lock, nor
   -- queue for it.

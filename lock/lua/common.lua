@@ -8,22 +8,22 @@
 --   KEYS[4] waiters  hash:   process id -> "<expiry ms> <ttl ms> <claim ms> <ticket>",
 --                    and field 'turn' -> "<process id> <grants in a row> <ticket>":
 --                    the run of hand-offs that gave <ticket> the lock
---   KEYS[5] void     string: tombstone of the ticket the script is about:
---                    one given up (withdraw) must never win again (acquire
+--   KEYS[5] tombstone string: marks the ticket the script is about as
+--                    withdrawn (withdraw.lua): it must never win again (acquire
 --                    refuses it, and release does not queue it)
-local lock_key, queue_key, waiters_key, void_key = KEYS[1], KEYS[3], KEYS[4], KEYS[5]
+local lock_key, queue_key, waiters_key, tombstone_key = KEYS[1], KEYS[3], KEYS[4], KEYS[5]
 
 local function now_ms() return math.floor(now_us() / 1000) end
 
--- voided reports whether the ticket whose tombstone is key was given up.
-local function voided(key)
+-- withdrawn reports whether the ticket whose tombstone is key was withdrawn.
+local function withdrawn(key)
   return redis.call('EXISTS', key) == 1
 end
 
--- requeue_voided reports whether the ticket a release is to queue the
--- process under (release.lua) was given up while the release was on its way.
-local function requeue_voided(key)
-  return voided(key)
+-- requeue_withdrawn reports whether the ticket a release is to queue the
+-- process under (release.lua) was withdrawn while the release was on its way.
+local function requeue_withdrawn(key)
+  return withdrawn(key)
 end
 
 -- live_entry returns pid's queue entry if it has not expired. An expired

@@ -26,7 +26,7 @@ local owner, pid, requeue, ttl, lease, channel, burst =
 
 if not fetched then
   -- The fast path did nothing: there is a ticket to queue.
-  if requeue_voided(void_key) then
+  if requeue_withdrawn(tombstone_key) then
     requeue = ''
   end
   cur = redis.call('GET', lock_key)

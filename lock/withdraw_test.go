@@ -18,7 +18,7 @@ import (
 	"github.com/seckill-ref/seckill/lock"
 )
 
-// A ticket the process has given up is never queued and never holds the
+// A ticket the process has withdrawn is never queued and never holds the
 // lock: nobody would take the grant, and the lock would be blocked for its
 // lease. Here the ticket is the one a Release queues the process under when
 // another of its goroutines waits (the requeue ticket R). The release
@@ -102,9 +102,9 @@ func closeDuringRelease(t *testing.T) error {
 }
 
 // waiterLeavesDuringRelease: the same without Close. The waiting goroutine
-// gives up while its process's Release is in flight; the driver drops R and
+// leaves while its process's Release is in flight; the driver drops R and
 // withdraws it. If the release then granted the lock to R, with its reply
-// lost, nothing in the process would give R up: the lock would be held for
+// lost, nothing in the process would withdraw R: the lock would be held for
 // the whole TTL by a ticket nobody wants.
 func waiterLeavesDuringRelease(t *testing.T) error {
 	r := newRequeueRace(t, redis.Options{ContextTimeoutEnabled: true, MaxRetries: -1}, true, nil)
@@ -113,12 +113,12 @@ func waiterLeavesDuringRelease(t *testing.T) error {
 	if err := <-r.waiter; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the waiting goroutine: %v, want context.Canceled", err)
 	}
-	eventually(t, 10*time.Second, "the driver's withdraw of the requeue ticket to land", func() bool { return r.voidKeys() >= 1 })
+	eventually(t, 10*time.Second, "the driver's withdraw of the requeue ticket to land", func() bool { return r.tombstones() >= 1 })
 	r.forcedAfter("the withdraw")
 	<-r.released
 	r.ran()
 	other := newLocker(t, r.srv, lock.Options{})
-	deadline := time.Now().Add(5 * time.Second) // the driver has that long to clean up
+	deadline := time.Now().Add(5 * time.Second) // the driver has that long to withdraw R
 	for {
 		lk, err := other.TryAcquire(ctx, "res")
 		if err == nil {
@@ -264,9 +264,9 @@ func (r *requeueRace) ran() {
 	}
 }
 
-// voidKeys counts the tombstones of "res": a withdraw of p's requeue ticket
+// tombstones counts the tombstones of "res": a withdraw of p's requeue ticket
 // leaves one before the delayed release runs.
-func (r *requeueRace) voidKeys() int {
+func (r *requeueRace) tombstones() int {
 	return len(r.admin.Keys(context.Background(), lockKey("res")+":void:*").Val())
 }
 
