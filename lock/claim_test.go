@@ -22,7 +22,7 @@ import (
 // lock for a whole lease. The crashed process's place in the queue outlives
 // it by up to five re-check intervals, and a release in that window grants
 // it the lock; the grant's claim lease (as long as that place's lease,
-// 500 ms by default) bounds how long. Measured here with a real process,
+// 500 ms by default) bounds how long. The test uses a real process,
 // killed with SIGKILL while it waits, and default options: the next waiter
 // must get the lock within crashedGranteeBound of the release. The control
 // grants the full lease instead (10 s by default), and the next waiter

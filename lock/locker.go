@@ -106,8 +106,8 @@ func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 	return l.acquire(ctx, name, false)
 }
 
-// Do runs fn while holding the lock called name: the seeds' acquire /
-// try / finally-release pattern, written once. fn's context is cancelled,
+// Do runs fn while holding the lock called name: the acquire / try /
+// finally-release pattern, written once. fn's context is cancelled,
 // with cause ErrLeaseLost, if the lease is lost while fn runs; fn should stop
 // writing when it is. The lock is released when fn returns, with an error or
 // a panic. Do returns fn's error joined with the release's: a lease lost

@@ -13,7 +13,7 @@ import (
 
 // NewRedlock returns a Locker whose locks live on N independent Redis
 // masters (no replication between them; N odd, typically 3 or 5), following
-// the Redlock algorithm of redis.io (seeds 001 and 004):
+// the Redlock algorithm of redis.io ("Distributed Locks with Redis"):
 //
 //   - Acquire tries every node in parallel, each with a short timeout
 //     (Options.NodeTimeout), so a dead node costs that much and no more.

@@ -137,8 +137,8 @@ func (s *single) extend(ctx context.Context, k keys, owner string) (time.Time, b
 
 // confirm is replica acknowledgement (Redisson's default for a master with
 // replicas): the lock is written on the master and replicated
-// asynchronously, so a failover right after the acquisition can lose it
-// (seeds 001, 004). With Options.WaitReplicas set, the new holder extends
+// asynchronously, so a failover right after the acquisition can lose it.
+// With Options.WaitReplicas set, the new holder extends
 // its lease and runs WAIT on the same connection, in one round trip: WAIT
 // returns once that many replicas have every write up to the extend,
 // which includes the acquisition, however it came (a grant is written by
