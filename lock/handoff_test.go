@@ -97,12 +97,6 @@ func TestLocalWaitersAreFIFO(t *testing.T) {
 	}
 }
 
-// waitQueued waits until n goroutines of l wait for name.
-func waitQueued(t *testing.T, l *lock.Locker, name string, n int) {
-	t.Helper()
-	eventually(t, 5*time.Second, "goroutines to queue", func() bool { return l.Waiting(name) == n })
-}
-
 // A grant message can be lost (the subscription connection drops). The
 // fallback re-check must find the lock granted to the waiter anyway.
 func TestLostGrantMessageIsRecovered(t *testing.T) {
@@ -120,11 +114,7 @@ func TestLostGrantMessageIsRecovered(t *testing.T) {
 		}
 		done <- err
 	}()
-	channel := lockKey("res") + ":grant"
-	eventually(t, 5*time.Second, "the waiter to subscribe and queue", func() bool {
-		return c.PubSubNumSub(context.Background(), channel).Val()[channel] == 1 &&
-			c.LLen(context.Background(), lockKey("res")+":queue").Val() == 1
-	})
+	awaitRedisQueue(t, c, "res", true)
 	// Drop the subscription: the grant published by the release is lost.
 	if err := c.Do(context.Background(), "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
 		t.Fatal(err)
@@ -221,13 +211,9 @@ func TestLateAcquireAfterWithdrawIsRefused(t *testing.T) {
 	admin := srv.Client()
 	var armed atomic.Bool
 	c := wrappedClient(t, srv, redis.Options{ContextTimeoutEnabled: true, MaxRetries: -1}, func(conn net.Conn) net.Conn {
-		return &delayedConn{Conn: conn, armed: &armed, delay: 150 * time.Millisecond}
+		return &delayedConn{inFlight: inFlight{Conn: conn}, armed: &armed, delay: 150 * time.Millisecond}
 	})
-	l, err := lock.New(c, lock.Options{TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := newLockerOn(t, c, lock.Options{TTL: time.Minute})
 	warm := mustAcquire(t, l, "warm")
 	release(t, warm)
 	bg := context.Background()
@@ -245,42 +231,6 @@ func TestLateAcquireAfterWithdrawIsRefused(t *testing.T) {
 	if n := admin.Exists(bg, lockKey("res")).Val(); n != 0 {
 		t.Fatalf("the late acquire took the lock after its withdraw (PTTL %v)", admin.PTTL(bg, lockKey("res")).Val())
 	}
-}
-
-// delayedConn delays the first write after armed is set, as a slow network
-// would, without blocking the writer.
-type delayedConn struct {
-	net.Conn
-	armed *atomic.Bool
-	delay time.Duration
-	wg    sync.WaitGroup
-}
-
-func (c *delayedConn) Write(p []byte) (int, error) {
-	if !c.armed.CompareAndSwap(true, false) {
-		return c.Conn.Write(p)
-	}
-	buf := append([]byte(nil), p...)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		time.Sleep(c.delay) // the packet is in flight
-		// The client's write deadline has passed by now; a packet already
-		// on the wire does not care.
-		_ = c.Conn.SetWriteDeadline(time.Time{})
-		_, _ = c.Conn.Write(buf)
-	}()
-	return len(p), nil
-}
-
-// Close lets a delayed write land first, in the background: the client
-// has given up on this connection, the network has not.
-func (c *delayedConn) Close() error {
-	go func() {
-		c.wg.Wait()
-		_ = c.Conn.Close()
-	}()
-	return nil
 }
 
 // A process may keep the lock for a few local hand-offs in a row (they skip
@@ -355,8 +305,7 @@ func TestBurstCountEndsWithItsRun(t *testing.T) {
 
 	// a gets the lock by a grant from the queue: a run of one.
 	held := mustAcquire(t, b, "res")
-	got := make(chan *lock.Lock, 1)
-	go func() { got <- acquireOrNil(t, a, "res") }()
+	got := acquireAsync(t, ctx, a, "res")
 	eventually(t, 5*time.Second, "a to queue", func() bool { return admin.LLen(ctx, lockKey("res")+":queue").Val() == 1 })
 	release(t, held)
 	lk := <-got
@@ -367,11 +316,9 @@ func TestBurstCountEndsWithItsRun(t *testing.T) {
 
 	// A new hold of a's, taken directly, with a local waiter and b queued.
 	held = mustAcquire(t, a, "res")
-	local := make(chan *lock.Lock, 1)
-	go func() { local <- acquireOrNil(t, a, "res") }()
+	local := acquireAsync(t, ctx, a, "res")
 	eventually(t, 5*time.Second, "a's second goroutine to wait", func() bool { return a.Waiting("res") == 1 })
-	other := make(chan *lock.Lock, 1)
-	go func() { other <- acquireOrNil(t, b, "res") }()
+	other := acquireAsync(t, ctx, b, "res")
 	eventually(t, 5*time.Second, "b to queue", func() bool { return admin.LLen(ctx, lockKey("res")+":queue").Val() == 1 })
 	release(t, held)
 
@@ -393,14 +340,4 @@ func TestBurstCountEndsWithItsRun(t *testing.T) {
 			release(t, lk)
 		}
 	}
-}
-
-// acquireOrNil acquires name in a goroutine other than the test's: it
-// reports an error with t.Error and returns nil.
-func acquireOrNil(t *testing.T, l *lock.Locker, name string) *lock.Lock {
-	lk, err := l.Acquire(context.Background(), name)
-	if err != nil {
-		t.Error(err)
-	}
-	return lk
 }

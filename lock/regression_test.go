@@ -38,20 +38,10 @@ func TestQueueForgottenAfterLocalHandOff(t *testing.T) {
 	channel := lockKey("res") + ":grant"
 
 	first := mustAcquire(t, l, "res")
-	got := make(chan *lock.Lock, 1)
-	go func() {
-		lk, err := l.Acquire(ctx, "res")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- lk
-	}()
+	got := acquireAsync(t, ctx, l, "res")
 	waitQueued(t, l, "res", 1)
-	// The driver has run its first iteration (it subscribes in the busy case).
-	eventually(t, 5*time.Second, "the driver to subscribe", func() bool {
-		return c.PubSubNumSub(ctx, channel).Val()[channel] == 1
-	})
-	release(t, first) // hands over in-process, through the release reply
+	awaitSubscribed(t, c, "res") // the driver's first step (it subscribes in the busy case)
+	release(t, first)            // hands over in-process, through the release reply
 	second := <-got
 	if second == nil {
 		t.FailNow()
@@ -131,13 +121,9 @@ func TestGrantDuringWithdrawIsNotHandedOut(t *testing.T) {
 
 	var armed atomic.Bool
 	pc := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
-		return &delayedConn{Conn: conn, armed: &armed, delay: 300 * time.Millisecond}
+		return &delayedConn{inFlight: inFlight{Conn: conn}, armed: &armed, delay: 300 * time.Millisecond}
 	})
-	p, err := lock.New(pc, lock.Options{RecheckInterval: time.Minute, WaitTimeout: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := newLockerOn(t, pc, lock.Options{RecheckInterval: time.Minute, WaitTimeout: -1})
 	q := newLocker(t, srv, lock.Options{})
 	r := newLocker(t, srv, lock.Options{})
 
@@ -150,11 +136,7 @@ func TestGrantDuringWithdrawIsNotHandedOut(t *testing.T) {
 		_, err := p.Acquire(ctx1, "res")
 		w1 <- err
 	}()
-	channel := lockKey("res") + ":grant"
-	eventually(t, 5*time.Second, "p to queue and subscribe", func() bool {
-		return admin.LLen(ctx, lockKey("res")+":queue").Val() == 1 &&
-			admin.PubSubNumSub(ctx, channel).Val()[channel] == 1
-	})
+	awaitRedisQueue(t, admin, "res", true)
 
 	// W1 gives up: the driver sends withdraw(T); its packet is delayed.
 	entry := admin.HGetAll(ctx, lockKey("res")+":waiters").Val()
@@ -172,14 +154,7 @@ func TestGrantDuringWithdrawIsNotHandedOut(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "the driver to send the withdraw", func() bool { return !armed.Load() })
 	// W2 arrives while the withdraw is in flight: queued locally.
-	w2 := make(chan *lock.Lock, 1)
-	go func() {
-		lk, err := p.Acquire(ctx, "res")
-		if err != nil {
-			t.Error(err)
-		}
-		w2 <- lk
-	}()
+	w2 := acquireAsync(t, ctx, p, "res")
 	waitQueued(t, p, "res", 1)
 	// q releases: Redis grants the lock to T (still queued) and publishes.
 	release(t, lkQ)
@@ -209,18 +184,6 @@ func TestGrantDuringWithdrawIsNotHandedOut(t *testing.T) {
 	}
 }
 
-// loadScripts puts the lock's scripts in the server's script cache, so that
-// an EVALSHA is not answered NOSCRIPT and retried as EVAL (which would
-// bypass the delayed write).
-func loadScripts(t *testing.T, c *redis.Client) {
-	t.Helper()
-	for _, src := range lock.ScriptSources() {
-		if err := c.ScriptLoad(context.Background(), src).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // A Lock reports its loss at its deadline, also while a renewal hangs.
 // go-redis ignores a context's deadline for socket I/O unless the client
 // sets ContextTimeoutEnabled (the default client waits ReadTimeout, 3 s),
@@ -237,14 +200,10 @@ func TestLossReportedWhileRenewalHangs(t *testing.T) {
 
 	var armed atomic.Bool
 	hc := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
-		return &delayedConn{Conn: conn, armed: &armed, delay: time.Second}
+		return &delayedConn{inFlight: inFlight{Conn: conn}, armed: &armed, delay: time.Second}
 	})
 	const ttl = 300 * time.Millisecond
-	holder, err := lock.New(hc, lock.Options{TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
+	holder := newLockerOn(t, hc, lock.Options{TTL: ttl})
 	other := newLocker(t, srv, lock.Options{})
 
 	lk := mustAcquire(t, holder, "res")
@@ -307,27 +266,13 @@ func TestRetriedReleaseIsIdempotent(t *testing.T) {
 	pc := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
 		return &replyDropConn{Conn: conn, armed: &armed}
 	})
-	p, err := lock.New(pc, lock.Options{RecheckInterval: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := newLockerOn(t, pc, lock.Options{RecheckInterval: 300 * time.Millisecond})
 	other := newLocker(t, srv, lock.Options{})
-	channel := lockKey("res") + ":grant"
 
 	g1 := mustAcquire(t, p, "res")
-	got := make(chan *lock.Lock, 1)
-	go func() {
-		lk, err := p.Acquire(ctx, "res")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- lk
-	}()
+	got := acquireAsync(t, ctx, p, "res")
 	waitQueued(t, p, "res", 1)
-	eventually(t, 5*time.Second, "the driver to subscribe", func() bool {
-		return admin.PubSubNumSub(ctx, channel).Val()[channel] == 1
-	})
+	awaitSubscribed(t, admin, "res")
 
 	armed.Store(true) // the reply to the next command written is lost
 	if err := g1.Release(ctx); err != nil {
@@ -387,14 +332,10 @@ func releaseWithLostReply(t *testing.T) error {
 	c := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
 		return &replyDropConn{Conn: conn, armed: &armed}
 	})
-	l, err := lock.New(c, lock.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
+	l := newLockerOn(t, c, lock.Options{})
 	lk := mustAcquire(t, l, "res")
 	armed.Store(true)
-	err = lk.Release(ctx)
+	err := lk.Release(ctx)
 	if n := admin.Exists(ctx, lockKey("res")).Val(); n != 0 {
 		t.Fatalf("the lock is still there after Release (%v)", err)
 	}
@@ -435,7 +376,7 @@ func (c *replyDropConn) Read(p []byte) (int, error) {
 // health check pings a silent subscription and replaces it when the ping
 // goes unanswered.
 func TestSilentSubscriptionIsReplaced(t *testing.T) {
-	defer lock.SetHealthInterval(100 * time.Millisecond)()
+	t.Cleanup(lock.SetHealthInterval(100 * time.Millisecond)) // restored after the test's Lockers are closed
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	ctx := context.Background()
@@ -448,11 +389,7 @@ func TestSilentSubscriptionIsReplaced(t *testing.T) {
 		mu.Unlock()
 		return sc
 	})
-	waiter, err := lock.New(wc, lock.Options{RecheckInterval: time.Minute, WaitTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer waiter.Close()
+	waiter := newLockerOn(t, wc, lock.Options{RecheckInterval: time.Minute, WaitTimeout: 10 * time.Second})
 	holder := newLocker(t, srv, lock.Options{})
 
 	lk := mustAcquire(t, holder, "res")
@@ -464,11 +401,8 @@ func TestSilentSubscriptionIsReplaced(t *testing.T) {
 		}
 		got <- err
 	}()
+	awaitRedisQueue(t, admin, "res", true)
 	channel := lockKey("res") + ":grant"
-	eventually(t, 5*time.Second, "the waiter to queue and subscribe", func() bool {
-		return admin.LLen(ctx, lockKey("res")+":queue").Val() == 1 &&
-			admin.PubSubNumSub(ctx, channel).Val()[channel] == 1
-	})
 	before := pubsubClientIDs(t, admin)
 	// The waiter's Pub/Sub connection goes silent: messages stop arriving,
 	// though nothing is closed.
