@@ -11,11 +11,11 @@ import (
 	"github.com/seckill-ref/seckill/lock/antipattern"
 )
 
-// Each seed's wrong lock is broken here on purpose, with the harmful
+// Each common wrong lock is broken here on purpose, with the harmful
 // interleaving injected through its hook, and then this package's lock goes
 // through the same scenario and holds.
 
-// Seed 000 wrong lock #1: the client crashes between SETNX and EXPIRE.
+// SETNX then EXPIRE: the client crashes between the two commands.
 func TestAntipatternSetNXThenExpireDeadlocks(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
@@ -57,7 +57,7 @@ func TestAntipatternSetNXThenExpireDeadlocks(t *testing.T) {
 	release(t, lk)
 }
 
-// Seed 000 wrong lock #2: value = expiry timestamp, judged by each client's
+// GETSET timestamps: value = expiry timestamp, judged by each client's
 // own clock.
 func TestAntipatternExpiryTimestampTrustsClientClocks(t *testing.T) {
 	srv := redistest.Start(t)
@@ -96,7 +96,7 @@ func TestAntipatternExpiryTimestampTrustsClientClocks(t *testing.T) {
 	}
 }
 
-// Seed 000 wrong unlock #1: plain DEL after the lease expired deletes the
+// Unconditional DEL: plain DEL after the lease expired deletes the
 // next holder's lock.
 func TestAntipatternPlainDeleteFreesSuccessorsLock(t *testing.T) {
 	srv := redistest.Start(t)
@@ -136,7 +136,7 @@ func TestAntipatternPlainDeleteFreesSuccessorsLock(t *testing.T) {
 	release(t, lkB)
 }
 
-// Seed 000 wrong unlock #2: GET, then DEL; the lease expires in between.
+// GET then DEL: the lease expires in between.
 func TestAntipatternGetThenDeleteRace(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
@@ -186,7 +186,7 @@ func TestAntipatternGetThenDeleteRace(t *testing.T) {
 	release(t, lkB)
 }
 
-// The seed's correct-but-polling lock is the benchmark's baseline: check
+// The correct but polling lock (antipattern.SeedLock) is the benchmark's baseline: check
 // that it does exclude and does time out.
 func TestSeedLockExcludesAndTimesOut(t *testing.T) {
 	srv := redistest.Start(t)

@@ -20,8 +20,8 @@ type backend interface {
 	// release deletes owner's lock; requeue, when not empty, queues the
 	// process under that ticket first.
 	release(ctx context.Context, k keys, owner, requeue string) (releaseResult, error)
-	// withdraw voids ticket: a lock it holds is passed on, and a late
-	// request carrying it will fail.
+	// withdraw gives ticket up for good: a lock it holds is passed on,
+	// and a late request carrying it will fail.
 	withdraw(ctx context.Context, k keys, ticket string) error
 	// extend resets owner's lease; ok is false when owner no longer holds
 	// the lock, and deadline is the new lease's lower bound.
@@ -36,7 +36,8 @@ type backend interface {
 	// without go-redis's retries, so the Locker tries again itself after
 	// one that failed (tryOnce). A Redlock attempt goes to each node with
 	// that node's client's own retries, and has been undone everywhere
-	// when it fails.
+	// when it fails: the Locker neither tries it again nor withdraws its
+	// ticket a second time.
 	sendsAttemptsOnce() bool
 	// subscribers are the clients whose Pub/Sub carries the grants or
 	// wake-ups: one per Redis deployment.
@@ -57,7 +58,7 @@ const (
 	waiting   acquireStatus = 0
 	acquired  acquireStatus = 1
 	placeLost acquireStatus = -1 // modeRefresh found no entry: start over with a new ticket
-	voided    acquireStatus = -2 // the ticket was withdrawn before this request arrived
+	withdrawn acquireStatus = -2 // the ticket was withdrawn before this request arrived
 )
 
 type acquireResult struct {
@@ -74,7 +75,7 @@ type releaseResult struct {
 	deadline time.Time // and its lease's lower bound
 	ticket   string
 	// requeueLost: the call that carried the requeue ticket got no reply,
-	// so that ticket may or may not be queued (or even granted): give it up.
+	// so that ticket may or may not be queued (or even granted): withdraw it.
 	requeueLost bool
 }
 

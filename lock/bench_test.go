@@ -21,8 +21,9 @@ import (
 //
 //	go test -run '^$' -bench . -benchtime 5s ./lock/
 //
-// The seed lock (SET NX PX, retry every 10 ms) runs beside this package's
-// lock in the same process against the same redis-server, as the baseline.
+// The polling lock of antipattern (SET NX PX, retry every 10 ms) runs
+// beside this package's lock in the same process against the same
+// redis-server, as the baseline.
 // BenchmarkUncontended also reports what redis-server spent per
 // acquire+release (commands, µs inside commands, process CPU: see
 // contention.ServerCost), and BenchmarkManyNames what stays in Redis.

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,7 +21,7 @@ import (
 // lock for a whole lease. The crashed process's place in the queue outlives
 // it by up to five re-check intervals, and a release in that window grants
 // it the lock; the grant's claim lease (as long as that place's lease,
-// 500 ms by default) bounds how long. Measured here with a real process,
+// 500 ms by default) bounds how long. The test uses a real process,
 // killed with SIGKILL while it waits, and default options: the next waiter
 // must get the lock within crashedGranteeBound of the release. The control
 // grants the full lease instead (10 s by default), and the next waiter
@@ -171,13 +170,9 @@ func claimAfterRelease(t *testing.T) time.Duration {
 	a := newLocker(t, srv, opts)
 	var armed atomic.Bool
 	bc := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
-		return &scriptDelayConn{Conn: conn, script: "extend", armed: &armed, delay: 300 * time.Millisecond}
+		return &scriptDelayConn{inFlight: inFlight{Conn: conn}, script: "extend", armed: &armed, delay: 300 * time.Millisecond}
 	})
-	b, err := lock.New(bc, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
+	b := newLockerOn(t, bc, opts)
 	lkA := mustAcquire(t, a, "res")
 	got := make(chan error, 1)
 	measured := make(chan struct{})
@@ -206,32 +201,15 @@ func claimAfterRelease(t *testing.T) time.Duration {
 // scriptDelayConn, once armed, delays the next call of the named script
 // written on it.
 type scriptDelayConn struct {
-	net.Conn
+	inFlight
 	script string
 	armed  *atomic.Bool
 	delay  time.Duration
-	wg     sync.WaitGroup
 }
 
 func (c *scriptDelayConn) Write(p []byte) (int, error) {
 	if s, _, _ := lock.ScriptCall(parseCommand(p)); s != c.script || !c.armed.CompareAndSwap(true, false) {
 		return c.Conn.Write(p)
 	}
-	buf := append([]byte(nil), p...)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		time.Sleep(c.delay)
-		_ = c.Conn.SetWriteDeadline(time.Time{})
-		_, _ = c.Conn.Write(buf)
-	}()
-	return len(p), nil
-}
-
-func (c *scriptDelayConn) Close() error {
-	go func() {
-		c.wg.Wait()
-		_ = c.Conn.Close()
-	}()
-	return nil
+	return c.later(p, c.delay, nil)
 }

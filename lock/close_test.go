@@ -45,7 +45,7 @@ func acquireRacingClose(t *testing.T) error {
 	ctx := context.Background()
 	armed := new(atomic.Bool)
 	cc := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
-		return &delayedConn{Conn: conn, armed: armed, delay: 300 * time.Millisecond}
+		return &delayedConn{inFlight: inFlight{Conn: conn}, armed: armed, delay: 300 * time.Millisecond}
 	})
 	if err := cc.Ping(ctx).Err(); err != nil { // one connection, open
 		t.Fatal(err)

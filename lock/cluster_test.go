@@ -37,11 +37,7 @@ func TestWorksOnRedisCluster(t *testing.T) {
 	for range 2 {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr()}})
 		t.Cleanup(func() { _ = c.Close() })
-		l, err := lock.New(c, lock.Options{RecheckInterval: time.Minute, WaitTimeout: 10 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close() })
+		l := newLockerOn(t, c, lock.Options{RecheckInterval: time.Minute, WaitTimeout: 10 * time.Second})
 		lockers = append(lockers, l)
 	}
 	// The re-check is a minute away, so only grants published by releases

@@ -78,14 +78,7 @@ func idleNames(t *testing.T, fenceTTL time.Duration) (left int64, persistent []s
 		release(t, mustAcquire(t, a, "name"+strings.Repeat("x", i)))
 	}
 	held := mustAcquire(t, a, "busy")
-	got := make(chan *lock.Lock, 1)
-	go func() {
-		lk, err := b.Acquire(ctx, "busy")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- lk
-	}()
+	got := acquireAsync(t, ctx, b, "busy")
 	eventually(t, 5*time.Second, "b to queue", func() bool { return admin.Exists(ctx, lockKey("busy")+":queue").Val() == 1 })
 	release(t, held)
 	lk := <-got

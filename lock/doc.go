@@ -15,9 +15,10 @@
 //
 // # Requirements, and the step that meets each
 //
-// The source documents (seeds 000 and 004) list four requirements. Here is
-// how each is met, and which wrong implementation from the seeds fails it;
-// package lock/antipattern keeps those, and its tests make each fail.
+// The usual write-ups of the Redis lock (see References) list four
+// requirements. Here is how each is met, and which common wrong
+// implementation fails it; package lock/antipattern keeps those, and its
+// tests make each fail.
 //
 // Mutual exclusion. Acquiring is SET key owner NX PX ttl in effect: one
 // atomic command that succeeds only if the key does not exist. (It runs
@@ -25,30 +26,30 @@
 // serves the wait queue, but the rule is the same.)
 //
 // No deadlock. The lease (PX ttl) is set in the same command as the lock.
-// Seed 000's first wrong lock, SETNX then EXPIRE, leaves a lock that never
+// The first common wrong lock, SETNX then EXPIRE, leaves a lock that never
 // expires when the client dies between the two commands
-// (antipattern.SetNXThenExpire). Its second, storing an expiry timestamp
+// (antipattern.SetNXThenExpire). The second, storing an expiry timestamp
 // and taking over with GETSET, trusts every client's clock: a client whose
 // clock runs ahead takes a live lock (antipattern.ExpiryTimestamp). Here
 // only the Redis server's clock decides when a lease ends.
 //
 // Only the owner unlocks. Every acquisition stores a fresh UUID (Lock.Owner),
 // and Release deletes the key only if it still holds that UUID, comparing
-// and deleting in one Lua script. Seed 000's wrong unlocks, a plain DEL
+// and deleting in one Lua script. The common wrong unlocks, a plain DEL
 // (antipattern.PlainDelete) and GET then DEL (antipattern.GetThenDelete),
-// delete the lock of whoever took it after the caller's lease expired. Seed
-// 002 tells the same story for its seckill endpoint and concludes that each
-// holder needs its own UUID. Extend is owner-checked too, and only resets
+// delete the lock of whoever took it after the caller's lease expired: in
+// a flash-sale endpoint, the next buyer's critical section is then no
+// longer exclusive. Extend is owner-checked too, and only resets
 // the TTL of an existing key: it never re-creates a lock that expired.
 //
 // Fault tolerance. A single Redis server is a single point of failure, and
-// replication is asynchronous: a failover can lose a lock (seeds 001, 004).
-// See "What this does not guarantee" below.
+// replication is asynchronous: a failover can lose a lock. See "Failures
+// of Redis itself" and "What this does not guarantee" below.
 //
 // # The lease ends while the work goes on: renewal, loss, fencing
 //
-// Seed 000 ends with an open problem: the lease can run out while the
-// holder is still working (a GC pause, a slow disk), and then two clients
+// The basic pattern leaves one problem open: the lease can run out while
+// the holder is still working (a GC pause, a slow disk), and then two clients
 // believe they hold the lock. This package answers in three layers.
 //
 // Renewal. While a Lock is held, a watchdog extends its lease every
@@ -91,8 +92,8 @@
 //
 // # Waiting: queued hand-off instead of polling
 //
-// The seed's lock() retries every 10 ms; redsync retries every 50 to 250
-// ms. Polling wastes time (a release is noticed late) and is unfair: the
+// The common polling lock retries every 10 ms for up to 1 s; redsync
+// retries every 50 to 250 ms. Polling wastes time (a release is noticed late) and is unfair: the
 // goroutine that just released is the one most likely to win the next
 // round, and under contention others time out. This package waits in two
 // queues instead:
@@ -117,8 +118,7 @@
 //     local goroutine in one round trip. Such a local hand-off skips a
 //     message and a wake-up in another process, so a process with more
 //     goroutines waiting may keep the lock for up to 4 hand-offs in a row
-//     before it must queue behind the others (measured: 2 to 6 points of
-//     efficiency under contention); waiting stays bounded.
+//     before it must queue behind the others; waiting stays bounded.
 //
 // Each process shares one Pub/Sub connection for all the locks it waits
 // for, and closes it when nobody waits. Messages can be lost (a dropped
@@ -143,7 +143,7 @@
 //
 // A call that fails without a reply from the server (a timeout, a broken
 // connection) may still have run, or may still arrive later. Acquire then
-// voids the ticket: it deletes the lock if the ticket holds it and leaves a
+// withdraws the ticket: it deletes the lock if the ticket holds it and leaves a
 // tombstone that makes a late acquire with that ticket fail, whichever of
 // the two reaches Redis first (bsm/redislock leaves such a lock orphaned
 // until its TTL), and tries again under a new ticket.
@@ -152,7 +152,7 @@
 // must not run twice, an attempt to acquire, a registration in the queue
 // and a release, are sent so that go-redis does not (a command whose
 // NoRetry is true), and the Locker handles the unknown outcome itself: it
-// gives up the ticket the call carried, and asks a release again in a form
+// withdraws the ticket the call carried, and asks a release again in a form
 // that is safe to repeat. Since nothing is ever sent twice, a release needs
 // no tombstone: if that second call finds the lock gone before the Lock's
 // deadline, only the first call can have deleted it. The other calls
@@ -168,14 +168,13 @@
 //	lock:{name}:fence    the last fencing token (expires FenceTTL after it was issued)
 //	lock:{name}:queue    ids of waiting processes, oldest first
 //	lock:{name}:waiters  each waiting process's ticket, entry expiry and leases
-//	lock:{name}:void:ID  tombstone of a ticket given up (expires with the lease)
+//	lock:{name}:void:ID  tombstone of a withdrawn ticket (expires with the lease)
 //	lock:{name}:grant    the channel grants are published on
 //
 // # Failures of Redis itself: replica acknowledgement, Redlock
 //
 // A single Redis deployment can lose a lock: a restart without persistence,
-// or a failover to a replica that had not yet received it (seeds 001,
-// 004). Then two clients can hold "the lock" at once. Two options narrow
+// or a failover to a replica that had not yet received it. Then two clients can hold "the lock" at once. Two options narrow
 // that, and one thing makes it harmless:
 //
 //   - Options.WaitReplicas (Redisson's answer for a master with replicas):
@@ -198,4 +197,23 @@
 // time. A process paused longer than its lease learns of the loss only when
 // it runs again: the fence, not the lock, stops its late writes. The tokens
 // assume only what Fencing above says of the servers' clocks.
+//
+// # References
+//
+// The Redis documentation of SET (its NX and PX options, and the
+// compare-and-delete release script) and its page "Distributed Locks with
+// Redis", which describes Redlock; Redisson's RLock (a lease renewed by a
+// watchdog, waiters woken by a Pub/Sub unlock message instead of polling)
+// and RedissonRedLock; Martin Kleppmann, "How to do distributed locking"
+// (2016), on fencing tokens and Redlock's timing assumptions, and
+// antirez's reply, "Is Redlock safe?"; and five Chinese blog posts on Redis
+// locks, which this package answers point by point: "Redis分布式锁的正确加锁与解锁方式"
+// (cnblogs: the four requirements, SETNX then EXPIRE, GETSET timestamps,
+// unconditional DEL, GET then DEL, and the lease that ends while the work
+// goes on), "Redis分布式锁" (SET NX PX with a Lua release, its three
+// problems, Redlock), "Redis分布式锁(一)" (a flash-sale order endpoint
+// guarded by a Redis lock, each holder with its own UUID), an article on
+// getLock / releaseLock with Jedis and the same wrong examples, and
+// "慢谈 Redis 实现分布式锁 以及 Redisson 源码解析" (SET NX PX, Redisson's RLock and
+// RedissonRedLock compared).
 package lock

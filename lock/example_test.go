@@ -33,7 +33,7 @@ func Example() {
 }
 
 // Acquire and Release by hand: defer the Release right away, so that it
-// runs whatever happens (seed 002's finally).
+// runs whatever happens (the finally of a try / finally).
 func ExampleLocker_Acquire() {
 	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	locker, err := lock.New(client, lock.Options{})

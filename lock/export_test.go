@@ -1,9 +1,12 @@
 package lock
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // SetHealthInterval shortens the subscription's health check for a test.
@@ -81,9 +84,9 @@ func IgnoreCloseInAcquire() (restore func()) {
 }
 
 // IgnoreRequeueTombstone lets a release queue the process under a ticket
-// that the process has given up (the rule for UseScriptRule).
+// that the process has withdrawn (the rule for UseScriptRule).
 const IgnoreRequeueTombstone = `
-requeue_voided = function(key)
+requeue_withdrawn = function(key)
   return false
 end
 `
@@ -167,4 +170,28 @@ func ScriptCall(args []string) (script, mode, ticket string) {
 		return "extend", "", arg(0)
 	}
 	return "", "", ""
+}
+
+// RunAcquireScript runs the acquire script once on c for ticket of the
+// lock called name, in mode ("0", "1" or "2"), with the default options
+// and process id pid, and returns its reply.
+func RunAcquireScript(ctx context.Context, c redis.UniversalClient, name, ticket, pid, mode string) ([]int64, error) {
+	o, err := Options{}.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	k := newKeys(o.Prefix, name)
+	return o.scripts().acquire.Run(ctx, c, k.forTicket(ticket),
+		ticket, o.TTL.Milliseconds(), pid, mode, o.entryLease().Milliseconds(), k.channel, o.fenceTTLms()).Int64Slice()
+}
+
+// Waiting reports how many goroutines of this Locker wait for the lock
+// called name.
+func (l *Locker) Waiting(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if q := l.queues[name]; q != nil {
+		return len(q.waiters)
+	}
+	return 0
 }

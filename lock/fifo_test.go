@@ -53,26 +53,15 @@ func lateRefresh(t *testing.T) (cInLine bool, order []string) {
 	ctx := context.Background()
 	armed := new(atomic.Bool)
 	cc := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
-		return &delayedConn{Conn: conn, armed: armed, delay: 900 * time.Millisecond}
+		return &delayedConn{inFlight: inFlight{Conn: conn}, armed: armed, delay: 900 * time.Millisecond}
 	})
 	opts := lock.Options{WaitTimeout: 20 * time.Second}
 	a, b, d := newLocker(t, srv, opts), newLocker(t, srv, opts), newLocker(t, srv, opts)
-	lc, err := lock.New(cc, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lc.Close() })
+	lc := newLockerOn(t, cc, opts)
 	queue, waiters := lockKey("fifo")+":queue", lockKey("fifo")+":waiters"
 
 	lkA := mustAcquire(t, a, "fifo")
-	gotB := make(chan *lock.Lock, 1)
-	go func() {
-		lk, err := b.Acquire(ctx, "fifo")
-		if err != nil {
-			t.Error(err)
-		}
-		gotB <- lk
-	}()
+	gotB := acquireAsync(t, ctx, b, "fifo")
 	eventually(t, 5*time.Second, "B to queue", func() bool { return c.LLen(ctx, queue).Val() == 1 })
 	release(t, lkA)
 	lkB := <-gotB

@@ -97,12 +97,6 @@ func TestLocalWaitersAreFIFO(t *testing.T) {
 	}
 }
 
-// waitQueued waits until n goroutines of l wait for name.
-func waitQueued(t *testing.T, l *lock.Locker, name string, n int) {
-	t.Helper()
-	eventually(t, 5*time.Second, "goroutines to queue", func() bool { return l.Waiting(name) == n })
-}
-
 // A grant message can be lost (the subscription connection drops). The
 // fallback re-check must find the lock granted to the waiter anyway.
 func TestLostGrantMessageIsRecovered(t *testing.T) {
@@ -120,11 +114,7 @@ func TestLostGrantMessageIsRecovered(t *testing.T) {
 		}
 		done <- err
 	}()
-	channel := lockKey("res") + ":grant"
-	eventually(t, 5*time.Second, "the waiter to subscribe and queue", func() bool {
-		return c.PubSubNumSub(context.Background(), channel).Val()[channel] == 1 &&
-			c.LLen(context.Background(), lockKey("res")+":queue").Val() == 1
-	})
+	awaitRedisQueue(t, c, "res", true)
 	// Drop the subscription: the grant published by the release is lost.
 	if err := c.Do(context.Background(), "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
 		t.Fatal(err)
@@ -182,9 +172,9 @@ func TestAmbiguousAcquireFailsClosed(t *testing.T) {
 	if err := <-stalled; err != nil {
 		t.Fatal(err)
 	}
-	// Both the late acquire and the clean-up reached the server after the
+	// Both the late acquire and the withdraw reached the server after the
 	// stall, in an order we do not control; either way no lock may remain.
-	eventually(t, 5*time.Second, "the acquire and the clean-up to run", func() bool {
+	eventually(t, 5*time.Second, "the acquire and the withdraw to run", func() bool {
 		return evalshaCalls(t, admin) >= before+2
 	})
 	if n := admin.Exists(bg, lockKey("res")).Val(); n != 0 {
@@ -212,22 +202,18 @@ func redisBusy(addr string) bool {
 	return c.Ping(context.Background()).Err() != nil
 }
 
-// The other order: the clean-up overtakes the acquire it cleans up after
+// The other order: the withdraw overtakes the acquire whose ticket it withdraws
 // (the acquire's packets are delayed on the network). An owner-checked
 // delete alone would find nothing to delete, and the late acquire would take
 // the lock for its whole TTL; the ticket's tombstone makes it refuse.
-func TestLateAcquireAfterCleanupIsRefused(t *testing.T) {
+func TestLateAcquireAfterWithdrawIsRefused(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	var armed atomic.Bool
 	c := wrappedClient(t, srv, redis.Options{ContextTimeoutEnabled: true, MaxRetries: -1}, func(conn net.Conn) net.Conn {
-		return &delayedConn{Conn: conn, armed: &armed, delay: 150 * time.Millisecond}
+		return &delayedConn{inFlight: inFlight{Conn: conn}, armed: &armed, delay: 150 * time.Millisecond}
 	})
-	l, err := lock.New(c, lock.Options{TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := newLockerOn(t, c, lock.Options{TTL: time.Minute})
 	warm := mustAcquire(t, l, "warm")
 	release(t, warm)
 	bg := context.Background()
@@ -239,48 +225,12 @@ func TestLateAcquireAfterCleanupIsRefused(t *testing.T) {
 	if _, err := l.TryAcquire(ctx, "res"); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire = %v, want ErrNotAcquired", err)
 	}
-	eventually(t, 5*time.Second, "the clean-up and the late acquire to run", func() bool {
+	eventually(t, 5*time.Second, "the withdraw and the late acquire to run", func() bool {
 		return evalshaCalls(t, admin) >= before+2
 	})
 	if n := admin.Exists(bg, lockKey("res")).Val(); n != 0 {
-		t.Fatalf("the late acquire took the lock after its clean-up (PTTL %v)", admin.PTTL(bg, lockKey("res")).Val())
+		t.Fatalf("the late acquire took the lock after its withdraw (PTTL %v)", admin.PTTL(bg, lockKey("res")).Val())
 	}
-}
-
-// delayedConn delays the first write after armed is set, as a slow network
-// would, without blocking the writer.
-type delayedConn struct {
-	net.Conn
-	armed *atomic.Bool
-	delay time.Duration
-	wg    sync.WaitGroup
-}
-
-func (c *delayedConn) Write(p []byte) (int, error) {
-	if !c.armed.CompareAndSwap(true, false) {
-		return c.Conn.Write(p)
-	}
-	buf := append([]byte(nil), p...)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		time.Sleep(c.delay) // the packet is in flight
-		// The client's write deadline has passed by now; a packet already
-		// on the wire does not care.
-		_ = c.Conn.SetWriteDeadline(time.Time{})
-		_, _ = c.Conn.Write(buf)
-	}()
-	return len(p), nil
-}
-
-// Close lets a delayed write land first, in the background: the client
-// has given up on this connection, the network has not.
-func (c *delayedConn) Close() error {
-	go func() {
-		c.wg.Wait()
-		_ = c.Conn.Close()
-	}()
-	return nil
 }
 
 // A process may keep the lock for a few local hand-offs in a row (they skip
@@ -339,4 +289,55 @@ func TestLocalBurstIsBounded(t *testing.T) {
 		t.Errorf("the lock changed process only %d times", switches)
 	}
 	t.Logf("longest run %d, process switches %d", longest, switches)
+}
+
+// A process's run of hand-offs in a row ends when the lock goes free with
+// nobody queued. A later hold of the same process, taken directly, starts
+// no run: when it releases with more local waiters while another process
+// waits, the lock goes to that process, not to a local waiter on the
+// strength of the earlier run's count.
+func TestBurstCountEndsWithItsRun(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	opts := lock.Options{WaitTimeout: 20 * time.Second}
+	a, b := newLocker(t, srv, opts), newLocker(t, srv, opts)
+
+	// a gets the lock by a grant from the queue: a run of one.
+	held := mustAcquire(t, b, "res")
+	got := acquireAsync(t, ctx, a, "res")
+	eventually(t, 5*time.Second, "a to queue", func() bool { return admin.LLen(ctx, lockKey("res")+":queue").Val() == 1 })
+	release(t, held)
+	lk := <-got
+	if lk == nil {
+		t.FailNow()
+	}
+	release(t, lk) // nobody is queued: the lock goes free, the run ends
+
+	// A new hold of a's, taken directly, with a local waiter and b queued.
+	held = mustAcquire(t, a, "res")
+	local := acquireAsync(t, ctx, a, "res")
+	eventually(t, 5*time.Second, "a's second goroutine to wait", func() bool { return a.Waiting("res") == 1 })
+	other := acquireAsync(t, ctx, b, "res")
+	eventually(t, 5*time.Second, "b to queue", func() bool { return admin.LLen(ctx, lockKey("res")+":queue").Val() == 1 })
+	release(t, held)
+
+	select {
+	case lk := <-other:
+		if lk == nil {
+			t.FailNow()
+		}
+		release(t, lk)
+		if lk := <-local; lk != nil {
+			release(t, lk)
+		}
+	case lk := <-local:
+		if lk != nil {
+			release(t, lk)
+		}
+		t.Error("the local waiter got the lock while another process waited: the earlier run's count was reused")
+		if lk := <-other; lk != nil {
+			release(t, lk)
+		}
+	}
 }

@@ -2,7 +2,11 @@ package lock_test
 
 import (
 	"context"
+	"io"
 	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,12 +31,7 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 // a separate process would have), closed when the test ends.
 func newLocker(t *testing.T, srv *redistest.Server, opts lock.Options) *lock.Locker {
 	t.Helper()
-	l, err := lock.New(srv.Client(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l
+	return newLockerOn(t, srv.Client(), opts)
 }
 
 // lockKey is the Redis key of the lock called name with the default prefix.
@@ -92,5 +91,159 @@ func release(t *testing.T, lk *lock.Lock) {
 	t.Helper()
 	if err := lk.Release(context.Background()); err != nil {
 		t.Fatalf("Release(%q): %v", lk.Name(), err)
+	}
+}
+
+// newLockerOn returns a Locker on client, closed when the test ends (before
+// client, if the test's cleanup closes that).
+func newLockerOn(t *testing.T, client redis.UniversalClient, opts lock.Options) *lock.Locker {
+	t.Helper()
+	l, err := lock.New(client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// inFlight is a connection whose writes a test can hold back, as a slow
+// network would, without blocking the writer: later lets a copy of the
+// write land after a delay, in the background. Close closes the connection
+// only once every held-back write has landed: the client has given up on
+// the connection, the network has not.
+type inFlight struct {
+	net.Conn
+	wg sync.WaitGroup
+}
+
+// later reports p written, and writes a copy of it after delay; landing,
+// if not nil, runs just before the copy is written.
+func (c *inFlight) later(p []byte, delay time.Duration, landing func()) (int, error) {
+	buf := append([]byte(nil), p...)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		time.Sleep(delay) // the packet is in flight
+		if landing != nil {
+			landing()
+		}
+		// The client's write deadline has passed by now; a packet already
+		// on the wire does not care.
+		_ = c.Conn.SetWriteDeadline(time.Time{})
+		_, _ = c.Conn.Write(buf)
+	}()
+	return len(p), nil
+}
+
+func (c *inFlight) Close() error {
+	go func() {
+		c.wg.Wait()
+		_ = c.Conn.Close()
+	}()
+	return nil
+}
+
+// readThenBreak waits for the server's reply on c, then breaks the
+// connection and reports io.EOF, as a connection reset right after the
+// server answered would: the request ran, the client sees an error.
+func readThenBreak(c net.Conn, p []byte) (int, error) {
+	_ = c.SetReadDeadline(time.Time{})
+	_, err := c.Read(p) // the reply arrives: the request ran
+	_ = c.Close()
+	if err == nil {
+		err = io.EOF
+	}
+	return 0, err
+}
+
+// acquireAsync acquires name in a new goroutine and delivers the Lock, or
+// nil after reporting the error with t.Error. The goroutine ends when
+// Acquire returns (at the latest when the Locker is closed).
+func acquireAsync(t *testing.T, ctx context.Context, l *lock.Locker, name string) <-chan *lock.Lock {
+	got := make(chan *lock.Lock, 1)
+	go func() {
+		lk, err := l.Acquire(ctx, name)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lk
+	}()
+	return got
+}
+
+// awaitRedisQueue waits until one process stands in the Redis queue of
+// the lock called name, and, with subscribed, until one connection listens on its
+// grant channel: a waiting process's driver has registered and subscribed.
+func awaitRedisQueue(t *testing.T, c *redis.Client, name string, subscribed bool) {
+	t.Helper()
+	ctx := context.Background()
+	channel := lockKey(name) + ":grant"
+	eventually(t, 5*time.Second, "a process to queue for "+name, func() bool {
+		return c.LLen(ctx, lockKey(name)+":queue").Val() == 1 &&
+			(!subscribed || c.PubSubNumSub(ctx, channel).Val()[channel] == 1)
+	})
+}
+
+// awaitSubscribed waits until one connection listens on the grant channel
+// of the lock called name.
+func awaitSubscribed(t *testing.T, c *redis.Client, name string) {
+	t.Helper()
+	ctx := context.Background()
+	channel := lockKey(name) + ":grant"
+	eventually(t, 5*time.Second, "a driver to subscribe for "+name, func() bool {
+		return c.PubSubNumSub(ctx, channel).Val()[channel] == 1
+	})
+}
+
+// waitQueued waits until n goroutines of l wait for name.
+func waitQueued(t *testing.T, l *lock.Locker, name string, n int) {
+	t.Helper()
+	eventually(t, 5*time.Second, "goroutines to queue", func() bool { return l.Waiting(name) == n })
+}
+
+// delayedConn delays the first write after armed is set, as a slow network
+// would, without blocking the writer.
+type delayedConn struct {
+	inFlight
+	armed *atomic.Bool
+	delay time.Duration
+}
+
+func (c *delayedConn) Write(p []byte) (int, error) {
+	if !c.armed.CompareAndSwap(true, false) {
+		return c.Conn.Write(p)
+	}
+	return c.later(p, c.delay, nil)
+}
+
+// loadScripts puts the lock's scripts in the server's script cache, so that
+// an EVALSHA is not answered NOSCRIPT and retried as EVAL (which would
+// bypass the delayed write).
+func loadScripts(t *testing.T, c *redis.Client) {
+	t.Helper()
+	for _, src := range lock.ScriptSources() {
+		if err := c.ScriptLoad(context.Background(), src).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// parseCommand reads the command written in p (a RESP array of bulk
+// strings, as go-redis writes one), or nil.
+func parseCommand(p []byte) []string {
+	lines := strings.Split(string(p), "\r\n")
+	if len(lines) == 0 || !strings.HasPrefix(lines[0], "*") {
+		return nil
+	}
+	var args []string
+	for i := 2; i < len(lines); i += 2 {
+		args = append(args, lines[i])
+	}
+	return args
+}
+
+// busy spins for d: a critical section that holds a CPU, unlike Sleep.
+func busy(d time.Duration) {
+	for start := time.Now(); time.Since(start) < d; {
 	}
 }

@@ -31,9 +31,9 @@ func newKeys(prefix, name string) keys {
 // them; the last is the tombstone of ticket, which withdraw writes, and
 // acquire and release (for the ticket it would queue) refuse.
 func (k keys) forTicket(ticket string) []string {
-	return []string{k.lock, k.fence, k.queue, k.waiters, k.void(ticket)}
+	return []string{k.lock, k.fence, k.queue, k.waiters, k.tombstone(ticket)}
 }
 
-// void is the tombstone of ticket: written when the ticket is given up, so
-// that a late request carrying it fails.
-func (k keys) void(ticket string) string { return k.lock + ":void:" + ticket }
+// tombstone is the key that marks ticket withdrawn, so that a late request
+// carrying it fails. (The key's name says void, for the same idea.)
+func (k keys) tombstone(ticket string) string { return k.lock + ":void:" + ticket }

@@ -80,8 +80,8 @@ func (lk *Lock) Name() string { return lk.name }
 
 // Owner is the UUID stored as the lock's value: fresh for every
 // acquisition, so that only this acquisition can release or extend it
-// (seed 002: without it, a holder whose lease expired deletes its
-// successor's lock).
+// (without it, a holder whose lease expired deletes its successor's lock:
+// antipattern.PlainDelete).
 func (lk *Lock) Owner() string { return lk.owner }
 
 // Token is the fencing token of this acquisition: larger than the token of
@@ -197,8 +197,8 @@ func (lk *Lock) extended(d time.Time) error {
 }
 
 // Release deletes the lock if this acquisition still owns it (compare and
-// delete in one script: seed 000's wrong unlocks, plain DEL and GET-then-DEL,
-// delete a successor's lock) and hands it to the next waiter in the same
+// delete in one script: a plain DEL, or GET then DEL, deletes a successor's
+// lock; see antipattern.PlainDelete and GetThenDelete) and hands it to the next waiter in the same
 // script. It returns ErrNotHeld if the lock was no longer ours, and
 // ErrLeaseLost if the lease was lost while held, even if the key happened to
 // still be ours: the critical section was not guaranteed to be exclusive.
@@ -265,7 +265,7 @@ func (lk *Lock) renews() bool { return !lk.l.opts.DisableRenewal || lk.claim }
 // (unless a renewal moved it meanwhile), the lease is lost, whatever a
 // renewal in flight may still bring: being told at once matters more than
 // the renewal itself, since a holder that keeps writing after its lease
-// ended is seed 000's open problem. At the renewal time, it starts a
+// ended breaks mutual exclusion. At the renewal time, it starts a
 // renewal.
 func (lk *Lock) due() {
 	lk.mu.Lock()

@@ -95,12 +95,6 @@ func TestMutualExclusion(t *testing.T) {
 	}
 }
 
-// busy spins for d: a critical section that holds a CPU, unlike Sleep.
-func busy(d time.Duration) {
-	for start := time.Now(); time.Since(start) < d; {
-	}
-}
-
 // Requirement 2: a holder whose lease expired cannot release its
 // successor's lock.
 func TestOnlyOwnerReleases(t *testing.T) {
@@ -473,15 +467,11 @@ func TestExtendLandingAfterTheLossLeavesItLost(t *testing.T) {
 	c := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
 		return &slowReplyConn{Conn: conn, armed: &armed, delay: 400 * time.Millisecond}
 	})
-	l, err := lock.New(c, lock.Options{TTL: 300 * time.Millisecond, DisableRenewal: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := newLockerOn(t, c, lock.Options{TTL: 300 * time.Millisecond, DisableRenewal: true})
 	lk := mustAcquire(t, l, "res")
 	before := lk.Deadline()
 	armed.Store(true) // the extension runs at once; its reply is 400 ms late
-	err = lk.Extend(ctx)
+	err := lk.Extend(ctx)
 	select {
 	case <-lk.Lost():
 	default:

@@ -18,6 +18,14 @@ import (
 // the same lock queue up in memory, so at most one request per lock and
 // process contends in Redis, and one subscription per process carries the
 // hand-off messages.
+//
+// Four mutexes nest, always in this order, each taken only while holding
+// those before it or none: subscriber.opMu (syncChannel and reconnect read
+// the wanted channels under it), then Locker.mu (newLock starts a Lock's
+// watchdog entry under it), then Lock.mu (a Lock schedules its next event
+// under it), then watchdog.mu, which is held while taking no other
+// (watchdog.fire calls Lock.due after releasing it). redlock.mu guards only
+// the count of node calls in flight and is taken with none of them held.
 type Locker struct {
 	b    backend
 	opts Options
@@ -92,14 +100,14 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lock, error) {
 
 // TryAcquire makes one attempt and returns ErrNotAcquired at once if the
 // lock is held, or if this Locker is busy with it: another goroutine holds
-// or awaits it, or the Locker is still giving up a place in its queue or a
-// grant that nobody here took.
+// or awaits it, or the Locker is still withdrawing a place in its queue or
+// a grant that nobody here took.
 func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 	return l.acquire(ctx, name, false)
 }
 
-// Do runs fn while holding the lock called name: the seeds' acquire /
-// try / finally-release pattern, written once. fn's context is cancelled,
+// Do runs fn while holding the lock called name: the acquire / try /
+// finally-release pattern, written once. fn's context is cancelled,
 // with cause ErrLeaseLost, if the lease is lost while fn runs; fn should stop
 // writing when it is. The lock is released when fn returns, with an error or
 // a panic. Do returns fn's error joined with the release's: a lease lost
@@ -123,20 +131,21 @@ func (l *Locker) Do(ctx context.Context, name string, fn func(ctx context.Contex
 	return fn(fctx, lk)
 }
 
-// releaseTimeout bounds clean-up calls that run after the caller's context
-// ended. If one fails, the lease's TTL frees the lock.
+// releaseTimeout bounds the calls that run without a caller's context, or
+// after it ended: releases, withdraws, the driver's calls. If a release or
+// a withdraw fails, the lease's TTL frees the lock.
 const releaseTimeout = 2 * time.Second
 
 // Close stops the Locker's background work: waiters get ErrClosed, held
 // Locks stop renewing and report ErrClosed through Lost. Release held Locks
-// first. An Acquire that completes after Close has begun gives up what it
+// first. An Acquire that completes after Close has begun withdraws what it
 // got and returns ErrClosed: a Lock it returned would have nobody to renew
 // its lease or report its loss. Close takes the process out of every lock's
 // queue (a ticket left queued could be granted to this closed process and
 // block the lock for its claim lease), and waits for every goroutine the
 // Locker started.
 func (l *Locker) Close() error {
-	type giveUp struct {
+	type withdrawal struct {
 		k      keys
 		ticket string
 	}
@@ -145,21 +154,21 @@ func (l *Locker) Close() error {
 	subs := l.subs
 	l.subs = make([]*subscriber, len(subs))
 	var held []*Lock
-	var tickets []giveUp
+	var tickets []withdrawal
 	for _, q := range l.queues {
 		if q.holder != nil {
 			held = append(held, q.holder)
 		}
-		for _, t := range append(q.withdraw, q.ticket) {
+		for _, t := range append(q.withdrawing, q.ticket) {
 			if t != "" {
-				tickets = append(tickets, giveUp{q.k, t})
+				tickets = append(tickets, withdrawal{q.k, t})
 			}
 		}
-		q.ticket, q.withdraw, q.pending = "", nil, nil
+		q.ticket, q.withdrawing, q.pending = "", nil, nil
 	}
 	l.mu.Unlock()
 	for _, g := range tickets {
-		l.cleanup(context.Background(), g.k, g.ticket)
+		l.withdraw(context.Background(), g.k, g.ticket)
 	}
 	l.cancel()
 	for _, lk := range held {
@@ -176,6 +185,86 @@ func (l *Locker) Close() error {
 		c.close()
 	}
 	return nil
+}
+
+// release runs the release script for lk. When other goroutines of this
+// process wait for the lock, the same script queues the process under a new
+// ticket, and if the process is first in line the lock comes straight back:
+// the oldest local waiter then holds it after one round trip.
+func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err error) {
+	l.mu.Lock()
+	q := l.queues[lk.name]
+	requeue := ""
+	if q != nil && q.holder == lk && len(q.waiters) > 0 && q.ticket == "" && !l.closed && l.b.handsOver() {
+		requeue = q.newTicket()
+		q.checkAt = q.ticketSince // the release queues it (see checkAt)
+	}
+	l.mu.Unlock()
+
+	sent := time.Now()
+	res, err := l.b.release(ctx, lk.k, lk.owner, requeue)
+
+	if err == nil && res.requeueLost && !res.released && time.Now().Before(lk.Deadline()) && !testNoReleaseInference {
+		// The first call's reply was lost and the second found the lock gone
+		// or someone else's. The key lives at least until the Lock's
+		// deadline, and only this Lock's owner can delete it before then:
+		// the second call ran before the deadline (its reply came back
+		// earlier), so the first call released it. (A Redis that lost the
+		// key meanwhile, in a restart or a failover, looks the same: the
+		// release cannot tell, and reports it released.)
+		res.released = true
+	}
+
+	l.mu.Lock()
+	unwanted := ""
+	if err == nil && res.granted && l.closed {
+		// Close began while we released, and the lock came back to this
+		// process: nobody here may take it any more. Pass it on.
+		unwanted = res.ticket
+	}
+	if q != nil && l.queues[lk.name] == q {
+		if q.holder == lk {
+			q.holder = nil
+		}
+		if (err != nil || res.requeueLost) && requeue != "" && q.ticket == requeue {
+			q.withdrawTicket() // it may or may not be queued
+		}
+		switch {
+		case unwanted != "" || err != nil:
+		case res.granted && res.ticket == q.ticket:
+			l.handOff(q, grant{ticket: res.ticket, token: res.token, deadline: res.deadline})
+		case res.granted:
+			// Granted to a ticket of ours that is no longer wanted: pass it on.
+			q.withdrawing = append(q.withdrawing, res.ticket)
+		case requeue != "" && q.ticket == requeue:
+			q.registered = true
+			q.ticketSince = sent
+			if !q.checkAt.IsZero() { // else a grant asked for the re-check at once
+				q.checkAt = time.Now().Add(l.jitter(l.opts.RecheckInterval))
+			}
+		}
+		l.settle(q)
+	}
+	l.mu.Unlock()
+	if unwanted != "" {
+		l.withdraw(ctx, lk.k, unwanted)
+	}
+	return res.released, err
+}
+
+// testNoReleaseInference lets a test report only what a release's second
+// call saw, to show the failure the inference from the deadline prevents.
+var testNoReleaseInference = false
+
+// leaseEnded is told by a Lock that lost its lease: it no longer keeps this
+// process's other waiters from contending.
+func (l *Locker) leaseEnded(lk *Lock) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if q := l.queues[lk.name]; q != nil && q.holder == lk {
+		q.holder = nil
+		l.settle(q)
+	}
 }
 
 func (l *Locker) acquire(ctx context.Context, name string, wait bool) (*Lock, error) {
@@ -218,7 +307,7 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, star
 	if q != nil && !wait {
 		why := "held or awaited in this process"
 		if !q.busy() && len(q.waiters) == 0 {
-			why = "being given up by this process" // a ticket or a grant nobody took
+			why = "being withdrawn by this process" // a ticket or a grant nobody took
 		}
 		l.mu.Unlock()
 		return nil, false, fmt.Errorf("%w: %q is %s", ErrNotAcquired, name, why)
@@ -237,10 +326,10 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, star
 		q.attempting = false
 		if g != nil && l.closed && !testAcquireIgnoresClose {
 			// Close began while we asked: no Lock may start after it
-			// (nothing would renew it or report its loss). Give it up.
+			// (nothing would renew it or report its loss). Withdraw it.
 			l.settle(q)
 			l.mu.Unlock()
-			l.cleanup(ctx, q.k, g.ticket)
+			l.withdraw(ctx, q.k, g.ticket)
 			return nil, false, ErrClosed
 		}
 		if g != nil {
@@ -305,7 +394,7 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, star
 //
 // The call is never sent twice with one ticket (single.acquire says why).
 // When it fails without a reply, the script may have run and taken the
-// lock, or may still run: fail closed, void the ticket (bsm/redislock
+// lock, or may still run: fail closed, withdraw the ticket (bsm/redislock
 // leaves such a lock orphaned until its TTL). Then, if the backend sends
 // attempts without go-redis's retries, try again with a new ticket, up to
 // tryAttempts in all, as go-redis would have retried the call: a broken
@@ -323,7 +412,11 @@ func (l *Locker) tryOnce(ctx context.Context, q *queue) (*grant, error) {
 			}
 			return &grant{ticket: ticket, token: res.token, deadline: res.deadline}, nil
 		}
-		l.cleanup(ctx, q.k, ticket)
+		if l.b.sendsAttemptsOnce() {
+			// A backend that retries an attempt itself (Redlock) has
+			// already withdrawn the ticket on every node.
+			l.withdraw(ctx, q.k, ticket)
+		}
 		if ctx.Err() != nil {
 			return nil, notAcquired(q.name, ctx.Err())
 		}
@@ -363,24 +456,15 @@ func (l *Locker) isClosed() bool {
 // Close that began meanwhile, to show the failure the check prevents.
 var testAcquireIgnoresClose = false
 
-// cleanup voids ticket: deletes the lock if ticket owns it (passing it to
-// the next waiter) and makes a late acquire with it fail. If cleanup fails
-// too, the lease's TTL frees the lock.
-func (l *Locker) cleanup(ctx context.Context, k keys, ticket string) {
+// withdraw gives ticket up for good, also after the caller's context
+// ended: it deletes the lock if ticket owns it (passing it to the next
+// waiter), takes the ticket out of the queue, and leaves a tombstone that
+// makes a late acquire with it fail. If the withdraw fails too, the
+// lease's TTL frees the lock.
+func (l *Locker) withdraw(ctx context.Context, k keys, ticket string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	_ = l.b.withdraw(cctx, k, ticket)
-}
-
-// Waiting reports how many goroutines of this Locker wait for the lock
-// called name, for metrics and tests.
-func (l *Locker) Waiting(name string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if q := l.queues[name]; q != nil {
-		return len(q.waiters)
-	}
-	return 0
 }
 
 // checkName refuses names that would break the hash tag: an empty tag, or

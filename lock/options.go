@@ -9,13 +9,13 @@ import (
 // Defaults for the zero Options.
 const (
 	// DefaultTTL is the lease. It bounds how long a crashed holder blocks
-	// everyone else (seed 000's "no deadlock" requirement); with renewal on
+	// everyone else (the "no deadlock" requirement); with renewal on
 	// it does not bound how long a live holder may work.
 	DefaultTTL = 10 * time.Second
 
 	// DefaultWaitTimeout bounds Acquire's wait when the context has no
-	// earlier deadline. The seed's lock gave up after 1 s; a flash sale
-	// would rather answer "busy" than queue a buyer for long.
+	// earlier deadline. A flash sale would rather answer "busy" than queue
+	// a buyer for long.
 	DefaultWaitTimeout = 5 * time.Second
 
 	// DefaultRecheckInterval bounds how long a waiting process goes without
@@ -52,7 +52,7 @@ type Options struct {
 
 	// DisableRenewal turns the watchdog off: the lease then ends TTL after
 	// the acquisition unless the holder calls Extend. Useful to show what
-	// happens when work outlives the lease (seed 000's open problem).
+	// happens when work outlives the lease.
 	DisableRenewal bool
 
 	// RecheckInterval bounds the fallback re-check of a waiting process; each
@@ -92,7 +92,7 @@ type Options struct {
 	// WaitReplicas, when positive, makes every acquisition wait until that
 	// many replicas of the master acknowledge it (Redis WAIT), and fail
 	// with ErrNotReplicated otherwise. It narrows the window in which a
-	// failover loses a lock (seed 004), for a master with replicas behind
+	// failover loses a lock, for a master with replicas behind
 	// a plain or Sentinel client; it costs one more round trip per
 	// acquisition. Not for Cluster or Redlock.
 	WaitReplicas int

@@ -13,7 +13,7 @@ import (
 
 // NewRedlock returns a Locker whose locks live on N independent Redis
 // masters (no replication between them; N odd, typically 3 or 5), following
-// the Redlock algorithm of redis.io (seeds 001 and 004):
+// the Redlock algorithm of redis.io ("Distributed Locks with Redis"):
 //
 //   - Acquire tries every node in parallel, each with a short timeout
 //     (Options.NodeTimeout), so a dead node costs that much and no more.
@@ -170,7 +170,7 @@ func (r *redlock) acquire(ctx context.Context, k keys, ticket string, _ acquireM
 		return acquireResult{status: acquired, token: token, deadline: deadline}, nil
 	}
 	// Not a quorum, or too late to be worth anything: undo everywhere.
-	r.voidEverywhere(ctx, k, ticket)
+	r.withdrawEverywhere(ctx, k, ticket)
 	if answered := len(r.nodes) - len(errs); answered < r.quorum {
 		return acquireResult{}, fmt.Errorf("lock: only %d of %d Redis nodes answered: %w", answered, len(r.nodes), errors.Join(errs...))
 	}
@@ -200,13 +200,14 @@ func (r *redlock) raiseFences(ctx context.Context, k keys, held []int, token int
 	return raised >= r.quorum
 }
 
-// voidEverywhere gives ticket up on every node, without the caller's
-// context: it runs when an attempt failed or was cancelled.
-func (r *redlock) voidEverywhere(ctx context.Context, k keys, ticket string) int {
+// withdrawEverywhere withdraws ticket on every node (redlock_withdraw.lua),
+// without the caller's cancellation: it runs when an attempt failed or was
+// cancelled, and to release. It returns how many nodes the ticket held.
+func (r *redlock) withdrawEverywhere(ctx context.Context, k keys, ticket string) int {
 	ctx = context.WithoutCancel(ctx)
 	deleted := 0
 	for _, rep := range onEach(ctx, r, func(ctx context.Context, _ int, c redis.UniversalClient) (int64, error) {
-		return wakeReleaseScript.Run(ctx, c, []string{k.lock, k.forTicket(ticket)[4]}, ticket, k.channel, r.opts.TTL.Milliseconds()).Int64()
+		return redlockWithdrawScript.Run(ctx, c, []string{k.lock, k.forTicket(ticket)[4]}, ticket, k.channel, r.opts.TTL.Milliseconds()).Int64()
 	}) {
 		if rep.err == nil && rep.v == 1 {
 			deleted++
@@ -216,12 +217,12 @@ func (r *redlock) voidEverywhere(ctx context.Context, k keys, ticket string) int
 }
 
 func (r *redlock) release(ctx context.Context, k keys, owner, _ string) (releaseResult, error) {
-	deleted := r.voidEverywhere(ctx, k, owner)
+	deleted := r.withdrawEverywhere(ctx, k, owner)
 	return releaseResult{released: deleted >= r.quorum}, nil
 }
 
 func (r *redlock) withdraw(ctx context.Context, k keys, ticket string) error {
-	r.voidEverywhere(ctx, k, ticket)
+	r.withdrawEverywhere(ctx, k, ticket)
 	return nil
 }
 

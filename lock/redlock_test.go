@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-ref/seckill/internal/testinfra/contention"
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 	"github.com/seckill-ref/seckill/lock"
 )
@@ -252,5 +253,38 @@ func TestWaitReplicasAcknowledgement(t *testing.T) {
 	}
 	if n := mc.Exists(ctx, lockKey("res")).Val(); n != 0 {
 		t.Fatal("the unacknowledged lock was not released")
+	}
+}
+
+// A failed Redlock attempt is withdrawn on every node once: the backend's
+// acquire has already undone it everywhere, so the Locker adds no second
+// round of withdraws. The live node sees two script calls: the attempt and
+// its one withdraw.
+func TestRedlockFailedAttemptGivesItsTicketUpOnce(t *testing.T) {
+	nodes := startNodes(t, 3)
+	l := newRedlock(t, nodes, lock.Options{WaitTimeout: 2 * time.Second, NodeTimeout: 500 * time.Millisecond})
+	ctx := context.Background()
+	release(t, mustAcquire(t, l, "res")) // loads the scripts on every node
+	for _, n := range nodes[:2] {
+		if err := n.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin := nodes[2].Client()
+	before, err := contention.Snapshot(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lk, err := l.Acquire(ctx, "res"); err == nil {
+		_ = lk.Release(ctx)
+		t.Fatal("acquired with 1 of 3 nodes up")
+	}
+	after, err := contention.Snapshot(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := after.Sub(before).ByName
+	if calls := got["evalsha"] + got["eval"]; calls != 2 {
+		t.Errorf("script calls on the live node for one failed attempt: got %d (%v), want 2: the attempt and one withdraw", calls, got)
 	}
 }

@@ -1,8 +1,8 @@
 package lock_test
 
-// Regression tests for bugs an independent review of the lock found. Each
-// failed before its fix, deterministically: the interleaving is forced
-// with delayed or dropped packets, not hoped for.
+// Tests of invariants that only a precise interleaving can break. Each
+// forces its interleaving with delayed or dropped packets (or a test
+// hook), so that it is reproduced every run, not hoped for.
 
 import (
 	"bytes"
@@ -22,13 +22,14 @@ import (
 	"github.com/seckill-ref/seckill/lock"
 )
 
-// Found in review: After a hand-off between two goroutines of one Locker the
-// driver goroutine is parked in drive's "q.busy()" case with no timer, and
-// nothing ever kicks it: release() and leaseEnded() call settle(), whose
-// last branch does nothing while q.driving is true. The queue therefore
-// stays in Locker.queues forever (with its goroutine and its Pub/Sub
-// channel), and every later TryAcquire of that name in this process fails
-// with "held or awaited in this process" although the lock is free.
+// A Locker forgets a name once nobody here holds or awaits it, also after
+// a hand-off between two of its goroutines. The driver parks in
+// driveStep's "q.busy()" case with no timer while a local goroutine holds
+// the lock; unless the last release kicks it (settle pokes a driving
+// queue), the queue would stay in Locker.queues with its goroutine and its
+// Pub/Sub channel, and every later TryAcquire of the name in this process
+// would fail with "held or awaited in this process" although the lock is
+// free.
 func TestQueueForgottenAfterLocalHandOff(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
@@ -37,20 +38,10 @@ func TestQueueForgottenAfterLocalHandOff(t *testing.T) {
 	channel := lockKey("res") + ":grant"
 
 	first := mustAcquire(t, l, "res")
-	got := make(chan *lock.Lock, 1)
-	go func() {
-		lk, err := l.Acquire(ctx, "res")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- lk
-	}()
+	got := acquireAsync(t, ctx, l, "res")
 	waitQueued(t, l, "res", 1)
-	// The driver has run its first iteration (it subscribes in the busy case).
-	eventually(t, 5*time.Second, "the driver to subscribe", func() bool {
-		return c.PubSubNumSub(ctx, channel).Val()[channel] == 1
-	})
-	release(t, first) // hands over in-process, through the release reply
+	awaitSubscribed(t, c, "res") // the driver's first step (it subscribes in the busy case)
+	release(t, first)            // hands over in-process, through the release reply
 	second := <-got
 	if second == nil {
 		t.FailNow()
@@ -72,11 +63,10 @@ func TestQueueForgottenAfterLocalHandOff(t *testing.T) {
 	}
 }
 
-// Found in review: Close stops the driver without withdrawing the ticket
-// the process is queued under. A release by another process within the
-// entry's lease (5 x RecheckInterval) grants the lock to that dead ticket,
-// and the lock is stuck for a full TTL although its holder shut down
-// cleanly.
+// Close withdraws the ticket the process is queued under. Otherwise a
+// release by another process within the entry's lease (5 x
+// RecheckInterval) grants the lock to a ticket of a closed Locker, and the
+// lock is stuck for a full TTL although nobody holds it.
 func TestCloseWithdrawsQueuedTicket(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
@@ -111,16 +101,17 @@ func TestCloseWithdrawsQueuedTicket(t *testing.T) {
 	release(t, lk)
 }
 
-// Found in review: The driver withdraws its ticket when the
-// last local waiter leaves, but q.ticket stays set while the withdraw is in
-// flight. A goroutine that calls Acquire meanwhile is queued locally, and a
-// grant for that ticket that arrives meanwhile is handed to it by
-// deliverGrant. The withdraw then lands, finds the lock held by the ticket,
-// deletes it and passes it on: the new local holder's Lock is live (Lost not
-// closed, Err nil) while Redis has given the lock to somebody else.
+// A grant for a ticket being withdrawn is never handed to a goroutine. The
+// driver withdraws its ticket when the last local waiter leaves; a
+// goroutine that calls Acquire while that withdraw is in flight is queued
+// locally, and a grant for the old ticket may arrive meanwhile. Handed to
+// the new goroutine, it would make a live Lock (Lost open, Err nil) of a
+// lock the withdraw then deletes and passes to somebody else. The ticket
+// leaves q.ticket before the withdraw is sent (queue.withdrawTicket), so
+// deliverGrant finds the grant stale.
 //
-// The withdraw is delayed on the network (150 ms, like the existing
-// TestLateAcquireAfterCleanupIsRefused), which makes the interleaving
+// The withdraw is delayed on the network (150 ms, as in
+// TestLateAcquireAfterWithdrawIsRefused), which makes the interleaving
 // deterministic.
 func TestGrantDuringWithdrawIsNotHandedOut(t *testing.T) {
 	srv := redistest.Start(t)
@@ -130,13 +121,9 @@ func TestGrantDuringWithdrawIsNotHandedOut(t *testing.T) {
 
 	var armed atomic.Bool
 	pc := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
-		return &delayedConn{Conn: conn, armed: &armed, delay: 300 * time.Millisecond}
+		return &delayedConn{inFlight: inFlight{Conn: conn}, armed: &armed, delay: 300 * time.Millisecond}
 	})
-	p, err := lock.New(pc, lock.Options{RecheckInterval: time.Minute, WaitTimeout: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := newLockerOn(t, pc, lock.Options{RecheckInterval: time.Minute, WaitTimeout: -1})
 	q := newLocker(t, srv, lock.Options{})
 	r := newLocker(t, srv, lock.Options{})
 
@@ -149,11 +136,7 @@ func TestGrantDuringWithdrawIsNotHandedOut(t *testing.T) {
 		_, err := p.Acquire(ctx1, "res")
 		w1 <- err
 	}()
-	channel := lockKey("res") + ":grant"
-	eventually(t, 5*time.Second, "p to queue and subscribe", func() bool {
-		return admin.LLen(ctx, lockKey("res")+":queue").Val() == 1 &&
-			admin.PubSubNumSub(ctx, channel).Val()[channel] == 1
-	})
+	awaitRedisQueue(t, admin, "res", true)
 
 	// W1 gives up: the driver sends withdraw(T); its packet is delayed.
 	entry := admin.HGetAll(ctx, lockKey("res")+":waiters").Val()
@@ -171,14 +154,7 @@ func TestGrantDuringWithdrawIsNotHandedOut(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "the driver to send the withdraw", func() bool { return !armed.Load() })
 	// W2 arrives while the withdraw is in flight: queued locally.
-	w2 := make(chan *lock.Lock, 1)
-	go func() {
-		lk, err := p.Acquire(ctx, "res")
-		if err != nil {
-			t.Error(err)
-		}
-		w2 <- lk
-	}()
+	w2 := acquireAsync(t, ctx, p, "res")
 	waitQueued(t, p, "res", 1)
 	// q releases: Redis grants the lock to T (still queued) and publishes.
 	release(t, lkQ)
@@ -208,25 +184,14 @@ func TestGrantDuringWithdrawIsNotHandedOut(t *testing.T) {
 	}
 }
 
-// loadScripts puts the lock's scripts in the server's script cache, so that
-// an EVALSHA is not answered NOSCRIPT and retried as EVAL (which would
-// bypass the delayed write).
-func loadScripts(t *testing.T, c *redis.Client) {
-	t.Helper()
-	for _, src := range lock.ScriptSources() {
-		if err := c.ScriptLoad(context.Background(), src).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// Found in review: The watchdog checks the deadline only between renewals:
-// tick runs Extend synchronously, and Extend's context deadline (the lease
-// deadline) is ignored by go-redis for socket I/O unless the client sets
-// ContextTimeoutEnabled (the default client waits ReadTimeout, 3 s). While
-// a renewal hangs on this client's connection, the lease runs out in
-// Redis, another process acquires, and this Lock still reports nothing:
-// Lost open, Err nil, contexts live, past its own Deadline.
+// A Lock reports its loss at its deadline, also while a renewal hangs.
+// go-redis ignores a context's deadline for socket I/O unless the client
+// sets ContextTimeoutEnabled (the default client waits ReadTimeout, 3 s),
+// so a renewal can outlast the lease. The watchdog keeps the deadline
+// scheduled while a renewal is in flight (Lock.nextEvent); otherwise the
+// lease would run out in Redis, another process would acquire, and this
+// Lock would still report nothing: Lost open, Err nil, contexts live,
+// past its own Deadline.
 func TestLossReportedWhileRenewalHangs(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
@@ -235,14 +200,10 @@ func TestLossReportedWhileRenewalHangs(t *testing.T) {
 
 	var armed atomic.Bool
 	hc := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
-		return &delayedConn{Conn: conn, armed: &armed, delay: time.Second}
+		return &delayedConn{inFlight: inFlight{Conn: conn}, armed: &armed, delay: time.Second}
 	})
 	const ttl = 300 * time.Millisecond
-	holder, err := lock.New(hc, lock.Options{TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
+	holder := newLockerOn(t, hc, lock.Options{TTL: ttl})
 	other := newLocker(t, srv, lock.Options{})
 
 	lk := mustAcquire(t, holder, "res")
@@ -264,9 +225,10 @@ func TestLossReportedWhileRenewalHangs(t *testing.T) {
 	}
 }
 
-// Found in review: Release sets lk.cancels to nil; Context on a
-// released Lock (that was not lost) then writes to a nil map and panics.
-func TestContextAfterRelease(t *testing.T) {
+// Context on a released Lock returns a context that is already done, with
+// cause ErrNotHeld (Release clears the Lock's map of derived contexts;
+// Context must not write to it).
+func TestContextOfReleasedLockIsDone(t *testing.T) {
 	srv := redistest.Start(t)
 	l := newLocker(t, srv, lock.Options{})
 	lk := mustAcquire(t, l, "res")
@@ -278,21 +240,22 @@ func TestContextAfterRelease(t *testing.T) {
 	}()
 	ctx, cancel := lk.Context(context.Background())
 	defer cancel()
-	_ = ctx
+	if ctx.Err() == nil || !errors.Is(context.Cause(ctx), lock.ErrNotHeld) {
+		t.Errorf("context of a released Lock: err %v, cause %v; want done, with cause ErrNotHeld", ctx.Err(), context.Cause(ctx))
+	}
 }
 
-// Found in review: go-redis retries a command whose reply was lost to a
-// broken connection (io.EOF: shouldRetry is true, MaxRetries defaults to 3),
-// and EVALSHA is not exempt. The release script is not idempotent: run
+// A Release whose reply is lost reports that it released, and leaves the
+// lock free for the next holder. go-redis sends a command again when its
+// reply was lost to a broken connection (io.EOF; MaxRetries defaults to
+// 3), EVALSHA included, and the release script is not idempotent: run
 // twice, the second run finds the lock already granted to the requeue
-// ticket T, and enqueues this process again under T. Release reported
-// ErrNotHeld although it released, and the stale queue entry (pid, T)
-// survived the hand-off: the next release of the lock granted it to T
+// ticket T and queues this process again under T; Release would report
+// ErrNotHeld, and the stale entry (pid, T) would later be granted to T
 // again, silently (a grant to the caller's own process is not published),
-// and nobody consumed it: the lock was stuck for a full TTL. A release is
-// now never sent twice by go-redis; after a lost reply the Locker gives T
-// up and asks again without a ticket to queue. Either way, Release must
-// report that it released, and the lock must not be stuck.
+// leaving the lock stuck for a full TTL. So a release is never sent twice
+// by go-redis (runOnce); after a lost reply the Locker withdraws T and asks
+// again without a ticket to queue.
 func TestRetriedReleaseIsIdempotent(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
@@ -303,27 +266,13 @@ func TestRetriedReleaseIsIdempotent(t *testing.T) {
 	pc := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
 		return &replyDropConn{Conn: conn, armed: &armed}
 	})
-	p, err := lock.New(pc, lock.Options{RecheckInterval: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := newLockerOn(t, pc, lock.Options{RecheckInterval: 300 * time.Millisecond})
 	other := newLocker(t, srv, lock.Options{})
-	channel := lockKey("res") + ":grant"
 
 	g1 := mustAcquire(t, p, "res")
-	got := make(chan *lock.Lock, 1)
-	go func() {
-		lk, err := p.Acquire(ctx, "res")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- lk
-	}()
+	got := acquireAsync(t, ctx, p, "res")
 	waitQueued(t, p, "res", 1)
-	eventually(t, 5*time.Second, "the driver to subscribe", func() bool {
-		return admin.PubSubNumSub(ctx, channel).Val()[channel] == 1
-	})
+	awaitSubscribed(t, admin, "res")
 
 	armed.Store(true) // the reply to the next command written is lost
 	if err := g1.Release(ctx); err != nil {
@@ -383,14 +332,10 @@ func releaseWithLostReply(t *testing.T) error {
 	c := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
 		return &replyDropConn{Conn: conn, armed: &armed}
 	})
-	l, err := lock.New(c, lock.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
+	l := newLockerOn(t, c, lock.Options{})
 	lk := mustAcquire(t, l, "res")
 	armed.Store(true)
-	err = lk.Release(ctx)
+	err := lk.Release(ctx)
 	if n := admin.Exists(ctx, lockKey("res")).Val(); n != 0 {
 		t.Fatalf("the lock is still there after Release (%v)", err)
 	}
@@ -425,13 +370,13 @@ func (c *replyDropConn) Read(p []byte) (int, error) {
 	return 0, err
 }
 
-// Found in review: the subscription had no health check. A connection that
-// dies without a FIN (a peer gone, a NAT timeout) looks silent, and every
-// grant would then wait for the re-check, here a minute away. The health
-// check pings a silent subscription and replaces it when the ping goes
-// unanswered.
+// A subscription whose connection went silent is replaced. A connection
+// that dies without a FIN (a peer gone, a NAT timeout) looks silent, and
+// every grant would then wait for the re-check, here a minute away. The
+// health check pings a silent subscription and replaces it when the ping
+// goes unanswered.
 func TestSilentSubscriptionIsReplaced(t *testing.T) {
-	defer lock.SetHealthInterval(100 * time.Millisecond)()
+	t.Cleanup(lock.SetHealthInterval(100 * time.Millisecond)) // restored after the test's Lockers are closed
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	ctx := context.Background()
@@ -444,11 +389,7 @@ func TestSilentSubscriptionIsReplaced(t *testing.T) {
 		mu.Unlock()
 		return sc
 	})
-	waiter, err := lock.New(wc, lock.Options{RecheckInterval: time.Minute, WaitTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer waiter.Close()
+	waiter := newLockerOn(t, wc, lock.Options{RecheckInterval: time.Minute, WaitTimeout: 10 * time.Second})
 	holder := newLocker(t, srv, lock.Options{})
 
 	lk := mustAcquire(t, holder, "res")
@@ -460,11 +401,8 @@ func TestSilentSubscriptionIsReplaced(t *testing.T) {
 		}
 		got <- err
 	}()
+	awaitRedisQueue(t, admin, "res", true)
 	channel := lockKey("res") + ":grant"
-	eventually(t, 5*time.Second, "the waiter to queue and subscribe", func() bool {
-		return admin.LLen(ctx, lockKey("res")+":queue").Val() == 1 &&
-			admin.PubSubNumSub(ctx, channel).Val()[channel] == 1
-	})
 	before := pubsubClientIDs(t, admin)
 	// The waiter's Pub/Sub connection goes silent: messages stop arriving,
 	// though nothing is closed.

@@ -28,16 +28,16 @@ var (
 	withdrawLua string
 	//go:embed lua/extend.lua
 	extendLua string
-	//go:embed lua/wake_release.lua
-	wakeReleaseLua string
+	//go:embed lua/redlock_withdraw.lua
+	redlockWithdrawLua string
 	//go:embed lua/raise_fence.lua
 	raiseFenceLua string
 	//go:embed lua/unsafe_counter_tokens.lua
 	unsafeCounterTokensLua string
 
-	extendScript      = redis.NewScript(extendLua)
-	wakeReleaseScript = redis.NewScript(wakeReleaseLua)
-	raiseFenceScript  = redis.NewScript(raiseFenceLua)
+	extendScript          = redis.NewScript(extendLua)
+	redlockWithdrawScript = redis.NewScript(redlockWithdrawLua)
+	raiseFenceScript      = redis.NewScript(raiseFenceLua)
 
 	// safeScripts are the lock's scripts; counterTokenScripts issue tokens
 	// by the unsafe rule of Options.UnsafeCounterTokens.

@@ -57,7 +57,7 @@ func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquir
 		// queue the ticket again and could grant it the lock with nobody
 		// to release it. An uncontended attempt (mode '0') run a second
 		// time after its Lock was released would take the lock again, for
-		// nobody. A failed call is given up instead: its ticket is
+		// nobody. A failed call is abandoned instead: its ticket is
 		// withdrawn (tryOnce, afterAttempt), and the tombstone makes a
 		// late run of it fail.
 		cmd = runOnce(ctx, s.client, s.scripts.acquire, keys, args...)
@@ -137,8 +137,8 @@ func (s *single) extend(ctx context.Context, k keys, owner string) (time.Time, b
 
 // confirm is replica acknowledgement (Redisson's default for a master with
 // replicas): the lock is written on the master and replicated
-// asynchronously, so a failover right after the acquisition can lose it
-// (seeds 001, 004). With Options.WaitReplicas set, the new holder extends
+// asynchronously, so a failover right after the acquisition can lose it.
+// With Options.WaitReplicas set, the new holder extends
 // its lease and runs WAIT on the same connection, in one round trip: WAIT
 // returns once that many replicas have every write up to the extend,
 // which includes the acquisition, however it came (a grant is written by

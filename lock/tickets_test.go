@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"sync"
@@ -26,7 +25,7 @@ import (
 // and whose second run comes late, after the ticket was granted, taken and
 // released in between, would queue the ticket again and, with nobody else
 // queued, grant it the lock with the full TTL, to nobody. The Locker never
-// lets go-redis send a registration twice, and gives up a ticket whose
+// lets go-redis send a registration twice, and withdraws a ticket whose
 // call failed. The control lets go-redis retry the lock's script calls:
 // the lock is then held by the released Lock's owner.
 
@@ -60,24 +59,13 @@ func lostRegistrationReply(t *testing.T) error {
 	loadScripts(t, admin)
 	f := &registrationFaults{}
 	pc := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
-		return &faultyConn{Conn: conn, f: f}
+		return &faultyConn{inFlight: inFlight{Conn: conn}, f: f}
 	})
-	p, err := lock.New(pc, lock.Options{WaitTimeout: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	p := newLockerOn(t, pc, lock.Options{WaitTimeout: 20 * time.Second})
 	h := newLocker(t, srv, lock.Options{})
 	lkH := mustAcquire(t, h, "res")
 
-	got := make(chan *lock.Lock, 1)
-	go func() {
-		lk, err := p.Acquire(ctx, "res")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- lk
-	}()
+	got := acquireAsync(t, ctx, p, "res")
 	queue := lockKey("res") + ":queue"
 	// p stands in the queue, under T with its retry on the way, or under
 	// a new ticket after giving T up.
@@ -115,12 +103,12 @@ func lostRegistrationReply(t *testing.T) error {
 	t.Logf("registration of %s: its reply was lost; sent again: %v; L's owner %s", f.ticket(), f.retried.Load(), lk.Owner())
 	for _, ticket := range []string{lk.Owner(), f.ticket()} {
 		if owner := admin.Get(ctx, lockKey("res")).Val(); owner == ticket {
-			return fmt.Errorf("the lock is held by %q, a ticket already granted and released (or given up), for another %v, and nobody will release it",
+			return fmt.Errorf("the lock is held by %q, a ticket already granted and released (or withdrawn), for another %v, and nobody will release it",
 				owner, admin.PTTL(ctx, lockKey("res")).Val())
 		}
 		for pid, v := range admin.HGetAll(ctx, lockKey("res")+":waiters").Val() {
-			if strings.HasSuffix(v, ticket) {
-				return fmt.Errorf("the ticket %q, already granted and released (or given up), is queued again (%s: %s)", ticket, pid, v)
+			if pid != "turn" && strings.HasSuffix(v, ticket) { // the turn record names its hold's ticket too
+				return fmt.Errorf("the ticket %q, already granted and released (or withdrawn), is queued again (%s: %s)", ticket, pid, v)
 			}
 		}
 	}
@@ -167,11 +155,10 @@ func (f *registrationFaults) fault(p []byte) (dropReply bool, delay time.Duratio
 
 // faultyConn applies registrationFaults to the requests written on it.
 type faultyConn struct {
-	net.Conn
+	inFlight
 	f       *registrationFaults
 	drop    atomic.Bool
 	waiting atomic.Bool // a delayed request's reply is due
-	wg      sync.WaitGroup
 }
 
 func (c *faultyConn) Write(p []byte) (int, error) {
@@ -183,15 +170,7 @@ func (c *faultyConn) Write(p []byte) (int, error) {
 		return c.Conn.Write(p)
 	}
 	c.waiting.Store(true)
-	buf := append([]byte(nil), p...)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		time.Sleep(delay)
-		_ = c.Conn.SetWriteDeadline(time.Time{})
-		_, _ = c.Conn.Write(buf)
-	}()
-	return len(p), nil
+	return c.later(p, delay, nil)
 }
 
 func (c *faultyConn) Read(p []byte) (int, error) {
@@ -202,21 +181,7 @@ func (c *faultyConn) Read(p []byte) (int, error) {
 		}
 		return n, err
 	}
-	_ = c.Conn.SetReadDeadline(time.Time{})
-	_, err := c.Conn.Read(p) // the reply arrives: the request ran
-	_ = c.Conn.Close()
-	if err == nil {
-		err = io.EOF
-	}
-	return 0, err
-}
-
-func (c *faultyConn) Close() error {
-	go func() {
-		c.wg.Wait()
-		_ = c.Conn.Close()
-	}()
-	return nil
+	return readThenBreak(c.Conn, p)
 }
 
 // An uncontended attempt whose reply never came may still run, later. If
@@ -254,13 +219,9 @@ func lateUncontendedAttempt(t *testing.T) error {
 	var armed atomic.Bool
 	ran := make(chan struct{})
 	c := wrappedClient(t, srv, redis.Options{ReadTimeout: 300 * time.Millisecond}, func(conn net.Conn) net.Conn {
-		return &lateAttemptConn{Conn: conn, armed: &armed, delay: time.Second, ran: ran}
+		return &lateAttemptConn{inFlight: inFlight{Conn: conn}, armed: &armed, delay: time.Second, ran: ran}
 	})
-	l, err := lock.New(c, lock.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
+	l := newLockerOn(t, c, lock.Options{})
 	armed.Store(true)
 	lk := mustAcquire(t, l, "res")
 	release(t, lk)
@@ -281,11 +242,10 @@ func lateUncontendedAttempt(t *testing.T) error {
 // ran. Meanwhile the client's read times out and it closes the connection,
 // which this defers until then.
 type lateAttemptConn struct {
-	net.Conn
+	inFlight
 	armed *atomic.Bool
 	delay time.Duration
 	ran   chan struct{}
-	wg    sync.WaitGroup
 }
 
 func (c *lateAttemptConn) Write(p []byte) (int, error) {
@@ -306,12 +266,4 @@ func (c *lateAttemptConn) Write(p []byte) (int, error) {
 		}
 	}()
 	return len(p), nil
-}
-
-func (c *lateAttemptConn) Close() error {
-	go func() {
-		c.wg.Wait()
-		_ = c.Conn.Close()
-	}()
-	return nil
 }

@@ -230,3 +230,42 @@ func redlockOver(t *testing.T, opts lock.Options, addrs ...string) *lock.Locker 
 	t.Cleanup(func() { _ = l.Close() })
 	return l
 }
+
+// A grant taken by the waiting process's refresh (the grant message was
+// lost) when the fence counter is gone (evicted under a volatile-*
+// maxmemory policy, or deleted) still gives the process the lock: the
+// acquire script issues a token by the rule every acquisition follows
+// when the counter is missing, the server's clock, and stores it.
+// Reporting the place lost instead would leave the lock held by a ticket
+// nobody takes until its claim lease ends.
+func TestRefreshTakesGrantWhenTheCounterIsMissing(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	const ticket = "granted-ticket"
+	// A release granted the lock to ticket, with a claim lease; then the
+	// counter went.
+	if err := admin.Set(ctx, lockKey("res"), ticket, 5*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	clock, err := admin.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := lock.RunAcquireScript(ctx, admin, "res", ticket, "pid", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reply) != 3 || reply[0] != 1 {
+		t.Fatalf("refresh of the granted ticket with no counter replied %v, want {1, token, lease}", reply)
+	}
+	if tok := reply[1]; tok < clock.UnixMicro() {
+		t.Errorf("token %d is below the server's clock before the call (%d µs)", tok, clock.UnixMicro())
+	}
+	if stored, _ := admin.Get(ctx, lockKey("res")+":fence").Int64(); stored != reply[1] {
+		t.Errorf("fence counter holds %d, want the token issued, %d", stored, reply[1])
+	}
+	if pttl := admin.PTTL(ctx, lockKey("res")).Val(); pttl <= 5*time.Second {
+		t.Errorf("lease after the refresh took the grant: %v, want the full TTL", pttl)
+	}
+}

@@ -1,16 +1,13 @@
-// Package antipattern keeps the source documents' wrong Redis locks, each
-// small and faithful to the seed that shows it, so that tests and the load
-// test can make each failure happen on demand, and so that the benchmark has
-// the seed's correct-but-polling lock as its baseline.
+// Package antipattern keeps the common wrong Redis locks (package lock's
+// References name the write-ups that describe them), each small and
+// faithful to the usual code, so that tests and the load test can make each
+// failure happen on demand, and so that the benchmark has a correct but
+// polling lock (SeedLock) as its baseline.
 //
-// Do not use these to lock anything. Each type's comment says which seed
-// describes it and how it breaks; each has a hook where the harmful
-// interleaving is injected (a pause, a crash, a skewed clock), so the
-// failure is reproduced deterministically instead of hoped for.
-//
-// The seeds are in ../shared/seeds: 000 (cnblogs, "the correct way to lock
-// and unlock"), 002 (the seckill endpoint), 003 (the Jedis getLock /
-// releaseLock article).
+// Do not use these to lock anything. Each type's comment says what it does
+// and how it breaks; each has a hook where the harmful interleaving is
+// injected (a pause, a crash, a skewed clock), so the failure is reproduced
+// deterministically instead of hoped for.
 package antipattern
 
 import (
@@ -35,8 +32,8 @@ type Mutex interface {
 // ErrCrashed is returned by a lock whose hook simulated a crash.
 var ErrCrashed = errors.New("antipattern: simulated crash")
 
-// SetNXThenExpire locks with SETNX and then EXPIRE, two commands (seed 000,
-// "wrong lock #1"; seed 003, "wrong example 1"). If the client dies between
+// SetNXThenExpire locks with SETNX and then EXPIRE, two commands. If the
+// client dies between
 // them, the key has no TTL and nobody can ever take the lock again: the
 // "no deadlock" requirement is broken. SET key value NX PX ttl does both in
 // one atomic command.
@@ -70,11 +67,10 @@ func (m *SetNXThenExpire) Unlock(ctx context.Context, key, owner string) error {
 
 // ExpiryTimestamp stores the lock's expiry time as its value: SETNX, and
 // when the key exists but its timestamp has passed, GETSET a new one and win
-// if the old value is the one read (seed 000, "wrong lock #2"; seed 002's
-// RedisLock; seed 003, "wrong example 2"). It has no owner identity, and it
+// if the old value is the one read. It has no owner identity, and it
 // trusts every client's clock: a client whose clock runs ahead sees a live
-// lock as expired and takes it while its holder still works. The seeds also
-// note that the losing GETSET overwrites the winner's expiry.
+// lock as expired and takes it while its holder still works. Besides, the
+// losing GETSET overwrites the winner's expiry.
 type ExpiryTimestamp struct {
 	Client redis.UniversalClient
 	TTL    time.Duration
@@ -89,7 +85,7 @@ func (m *ExpiryTimestamp) now() time.Time {
 	return time.Now()
 }
 
-// TryLock is the seeds' SETNX / GET / GETSET dance, judged by m.Now.
+// TryLock is the SETNX / GET / GETSET dance, judged by m.Now.
 func (m *ExpiryTimestamp) TryLock(ctx context.Context, key string) (string, bool, error) {
 	expires := m.now().Add(m.TTL).UnixMilli()
 	ok, err := m.Client.SetNX(ctx, key, expires, 0).Result()
@@ -117,7 +113,7 @@ func (m *ExpiryTimestamp) Unlock(ctx context.Context, key, _ string) error {
 }
 
 // PlainDelete locks correctly (SET NX PX with a UUID) but unlocks with a
-// plain DEL (seed 000, "wrong unlock #1"; seed 002, problem 3). A holder
+// plain DEL, whoever holds the lock. A holder
 // whose lease expired while it worked deletes the lock of whoever took it
 // next, and a third client then enters while the second still works.
 type PlainDelete struct {
@@ -136,8 +132,7 @@ func (m *PlainDelete) Unlock(ctx context.Context, key, _ string) error {
 }
 
 // GetThenDelete checks the owner with GET and then deletes with DEL, two
-// commands (seed 000, "wrong unlock #2"; seed 003, the unlock "wrong
-// example"). Between them the lease can expire and another client can
+// commands. Between them the lease can expire and another client can
 // acquire; the DEL then deletes that client's lock. The check and the delete
 // must be one Lua script.
 type GetThenDelete struct {
@@ -177,5 +172,6 @@ func setNXPX(ctx context.Context, c redis.UniversalClient, key string, ttl time.
 	return owner, true, nil
 }
 
-// compareAndDelete is seed 000's correct release script.
+// compareAndDelete is the usual correct release script: delete the key only
+// if it still holds the caller's owner value, in one step.
 var compareAndDelete = redis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`)

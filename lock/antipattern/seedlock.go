@@ -7,19 +7,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// SeedLock is seed 000's RedisDistributedLock: SET key uuid NX PX ttl to
-// lock, the compare-and-delete script to unlock, and a lock() that retries
-// every 10 ms until a wait time passes. It is correct (mutual exclusion, no
-// deadlock, only the owner unlocks) but has the seeds' open problem (the
-// lease can end while the work goes on) and polls: a waiter notices a
+// SeedLock is the usual correct but polling Redis lock: SET key uuid NX PX
+// ttl to lock, the compare-and-delete script to unlock, and a lock() that
+// retries every 10 ms until a wait time passes. It is correct (mutual
+// exclusion, no deadlock, only the owner unlocks) but leaves the lease
+// problem open (the lease can end while the work goes on) and polls: a waiter notices a
 // release up to 10 ms late, and the goroutine that just released usually
 // wins the next round while the others starve. It is the baseline of the
 // lock package's benchmark.
 type SeedLock struct {
 	Client redis.UniversalClient
-	TTL    time.Duration // seed: 5 s
-	Wait   time.Duration // seed: 1 s
-	Retry  time.Duration // seed: 10 ms
+	TTL    time.Duration // usually 5 s
+	Wait   time.Duration // usually 1 s
+	Retry  time.Duration // usually 10 ms
 }
 
 // TryLock is one SET NX PX.

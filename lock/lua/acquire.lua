@@ -9,7 +9,7 @@
 --   ARGV[7] the fence counter's lifetime in ms ('0': none; token.lua)
 -- Returns {1, token, lease} when the caller holds the lock, {0, 0, pttl} when
 -- another owner does, {-1, 0, 0} when mode '2' finds our place gone, and
--- {-2, 0, 0} when the ticket was voided.
+-- {-2, 0, 0} when the ticket was withdrawn.
 local ticket, ttl, pid, mode, lease, channel =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
 
@@ -17,22 +17,28 @@ local cur = redis.call('GET', lock_key)
 if cur == ticket then
   -- Granted to this ticket by a release whose message we have not seen (or
   -- lost), with a claim lease: take it, with the full lease. Nobody can
-  -- have acquired since, so the fence holds our token; the grant set the
-  -- counter's lifetime, which is at least the lease (Options.FenceTTL),
-  -- so the counter is there while the claim is.
+  -- have acquired since, so the fence holds our token: the grant set the
+  -- counter's lifetime, which is at least the lease (Options.FenceTTL).
   local tok = redis.call('GET', fence_key)
-  if not tok then
-    -- Only a request sent twice, the second long after the first took the
-    -- lock (a whole FenceTTL), gets here; its reply is not used.
-    return {-1, 0, 0}
+  if tok then
+    tok = tonumber(tok)
+  else
+    -- The counter went while the claim lasted: evicted (a volatile-*
+    -- maxmemory policy may pick it) or deleted. Recreate it as any
+    -- acquisition does after the counter was lost: next_token issues a
+    -- token from the server's clock, larger than every earlier one under
+    -- the clock assumption (Lock.Token). Reporting the place lost
+    -- instead would leave the lock held by this ticket, which nobody
+    -- would take, until the claim lease ended.
+    tok = next_token()
   end
   redis.call('PEXPIRE', lock_key, ttl)
-  return {1, tonumber(tok), tonumber(ttl)}
+  return {1, tok, tonumber(ttl)}
 end
 if cur and mode == '0' then
   return {0, 0, redis.call('PTTL', lock_key)} -- held, and we do not queue
 end
-if voided(void_key) then
+if withdrawn(tombstone_key) then
   -- The client gave this ticket up (its call timed out, or its waiters
   -- left) and this request arrived late: it must not take the lock, nor
   -- queue for it.

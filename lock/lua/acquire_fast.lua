@@ -1,6 +1,6 @@
 -- acquire, fast path (the arguments are acquire.lua's). An uncontended
 -- attempt (mode '0') with nobody queued, so that nobody is owed the lock
--- first, and a ticket not given up: SET NX PX takes the lock if it is free,
+-- first, and a ticket not withdrawn: SET NX PX takes the lock if it is free,
 -- then the token. EXISTS checks the queue and the tombstone in one command.
 -- If the lock is held by another owner, say for how long. Anything else
 -- (a queue, a tombstone, another mode, the lock held by this very ticket)

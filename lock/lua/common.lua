@@ -6,23 +6,24 @@
 --   KEYS[2] fence    string: the last fencing token issued (token.lua)
 --   KEYS[3] queue    list:   ids of processes waiting, oldest first
 --   KEYS[4] waiters  hash:   process id -> "<expiry ms> <ttl ms> <claim ms> <ticket>",
---                    and field 'turn' -> "<process id> <grants in a row>"
---   KEYS[5] void     string: tombstone of the ticket the script is about:
---                    one given up (withdraw) must never win again (acquire
+--                    and field 'turn' -> "<process id> <grants in a row> <ticket>":
+--                    the run of hand-offs that gave <ticket> the lock
+--   KEYS[5] tombstone string: marks the ticket the script is about as
+--                    withdrawn (withdraw.lua): it must never win again (acquire
 --                    refuses it, and release does not queue it)
-local lock_key, queue_key, waiters_key, void_key = KEYS[1], KEYS[3], KEYS[4], KEYS[5]
+local lock_key, queue_key, waiters_key, tombstone_key = KEYS[1], KEYS[3], KEYS[4], KEYS[5]
 
 local function now_ms() return math.floor(now_us() / 1000) end
 
--- voided reports whether the ticket whose tombstone is key was given up.
-local function voided(key)
+-- withdrawn reports whether the ticket whose tombstone is key was withdrawn.
+local function withdrawn(key)
   return redis.call('EXISTS', key) == 1
 end
 
--- requeue_voided reports whether the ticket a release is to queue the
--- process under (release.lua) was given up while the release was on its way.
-local function requeue_voided(key)
-  return voided(key)
+-- requeue_withdrawn reports whether the ticket a release is to queue the
+-- process under (release.lua) was withdrawn while the release was on its way.
+local function requeue_withdrawn(key)
+  return withdrawn(key)
 end
 
 -- live_entry returns pid's queue entry if it has not expired. An expired
@@ -94,10 +95,12 @@ local function grant_next(channel, me, first)
       if expiry and tonumber(expiry) > now_ms() then
         local px = grant_lease(pid, me, ttl, claim)
         redis.call('SET', lock_key, ticket, 'PX', px)
-        -- Whose turn it is (release.lua's burst). If that was the last
-        -- entry, the hash is gone; the record it recreates expires with
-        -- the lease the grantee will hold.
-        redis.call('HSET', waiters_key, 'turn', pid .. ' 1')
+        -- Whose turn it is (release.lua's burst): a run of one, for this
+        -- ticket's hold only. If that was the last entry, the hash is
+        -- gone; the record it recreates expires with the lease the
+        -- grantee will hold. Otherwise it may outlive the hold, and the
+        -- ticket tells a later hold that it is not this run's.
+        redis.call('HSET', waiters_key, 'turn', pid .. ' 1 ' .. ticket)
         if redis.call('PTTL', waiters_key) < 0 then
           redis.call('PEXPIRE', waiters_key, ttl)
         end

@@ -26,7 +26,7 @@ local owner, pid, requeue, ttl, lease, channel, burst =
 
 if not fetched then
   -- The fast path did nothing: there is a ticket to queue.
-  if requeue_voided(void_key) then
+  if requeue_withdrawn(tombstone_key) then
     requeue = ''
   end
   cur = redis.call('GET', lock_key)
@@ -41,18 +41,23 @@ if requeue ~= '' and (released == 1 or not cur) then
   -- it may keep the lock for a few hand-offs in a row (at most burst),
   -- and then must queue behind the processes already waiting. Waiting
   -- stays bounded; the lock spends less time changing hands.
+  -- The run counts only if it gave the lock to the owner now releasing
+  -- it: a hold taken directly (the lock was free, nobody queued) starts
+  -- none, whatever record an earlier run left.
   local turn = redis.call('HGET', waiters_key, 'turn')
   local tpid, tcount = nil, 0
   if turn then
-    tpid, tcount = string.match(turn, '^(%S+) (%d+)$')
-    tcount = tonumber(tcount)
+    local p, n, t = string.match(turn, '^(%S+) (%d+) (%S+)$')
+    if t == owner then
+      tpid, tcount = p, tonumber(n)
+    end
   end
   local others = redis.call('LLEN', queue_key) > 0
   if not others or (tpid == pid and tcount < burst) then
     redis.call('SET', lock_key, requeue, 'PX', ttl)
     if others then
       -- The queue's entries keep the hash (and its expiry) alive.
-      redis.call('HSET', waiters_key, 'turn', pid .. ' ' .. (tcount + 1))
+      redis.call('HSET', waiters_key, 'turn', pid .. ' ' .. (tcount + 1) .. ' ' .. requeue)
     end
     return {released, 1, next_token(), tonumber(ttl), requeue}
   end

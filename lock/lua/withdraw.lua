@@ -1,5 +1,5 @@
 -- withdraw: the ticket ARGV[2] will never be used. Called when the last
--- local waiter gives up, and after an acquire whose reply was lost (fail
+-- local waiter leaves, and after an acquire whose reply was lost (fail
 -- closed: the acquire may have run). It leaves a tombstone so that a late
 -- request carrying the ticket cannot take the lock, leaves the queue if the
 -- process stands there under this ticket, and passes the lock on if it was
@@ -11,7 +11,7 @@
 --   ARGV[5] the fence counter's lifetime in ms ('0': none; token.lua)
 -- Returns 1 if a lock held by the ticket was passed on.
 local pid, ticket, channel = ARGV[1], ARGV[2], ARGV[3]
-redis.call('SET', void_key, '1', 'PX', ARGV[4])
+redis.call('SET', tombstone_key, '1', 'PX', ARGV[4])
 local entry = redis.call('HGET', waiters_key, pid)
 if entry and string.sub(entry, -#ticket) == ticket then
   redis.call('HDEL', waiters_key, pid)

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,7 +15,7 @@ import (
 	"github.com/seckill-ref/seckill/lock"
 )
 
-// A ticket the process has given up is never queued and never holds the
+// A ticket the process has withdrawn is never queued and never holds the
 // lock: nobody would take the grant, and the lock would be blocked for its
 // lease. Here the ticket is the one a Release queues the process under when
 // another of its goroutines waits (the requeue ticket R). The release
@@ -102,9 +99,9 @@ func closeDuringRelease(t *testing.T) error {
 }
 
 // waiterLeavesDuringRelease: the same without Close. The waiting goroutine
-// gives up while its process's Release is in flight; the driver drops R and
+// leaves while its process's Release is in flight; the driver drops R and
 // withdraws it. If the release then granted the lock to R, with its reply
-// lost, nothing in the process would give R up: the lock would be held for
+// lost, nothing in the process would withdraw R: the lock would be held for
 // the whole TTL by a ticket nobody wants.
 func waiterLeavesDuringRelease(t *testing.T) error {
 	r := newRequeueRace(t, redis.Options{ContextTimeoutEnabled: true, MaxRetries: -1}, true, nil)
@@ -113,12 +110,12 @@ func waiterLeavesDuringRelease(t *testing.T) error {
 	if err := <-r.waiter; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the waiting goroutine: %v, want context.Canceled", err)
 	}
-	eventually(t, 10*time.Second, "the driver's withdraw of the requeue ticket to land", func() bool { return r.voidKeys() >= 1 })
+	eventually(t, 10*time.Second, "the driver's withdraw of the requeue ticket to land", func() bool { return r.tombstones() >= 1 })
 	r.forcedAfter("the withdraw")
 	<-r.released
 	r.ran()
 	other := newLocker(t, r.srv, lock.Options{})
-	deadline := time.Now().Add(5 * time.Second) // the driver has that long to clean up
+	deadline := time.Now().Add(5 * time.Second) // the driver has that long to withdraw R
 	for {
 		lk, err := other.TryAcquire(ctx, "res")
 		if err == nil {
@@ -208,13 +205,9 @@ func newRequeueRace(t *testing.T, clientOpts redis.Options, dropReply bool, queu
 	loadScripts(t, admin) // no NOSCRIPT round trip around the delayed request
 	r := &requeueRace{t: t, srv: srv, admin: admin, armed: new(atomic.Bool), delivered: new(atomic.Bool), dropped: new(atomic.Bool)}
 	pc := wrappedClient(t, srv, clientOpts, func(conn net.Conn) net.Conn {
-		return &delayDropConn{Conn: conn, armed: r.armed, delivered: r.delivered, dropped: r.dropped, delay: requeueDelay, dropReply: dropReply}
+		return &delayDropConn{inFlight: inFlight{Conn: conn}, armed: r.armed, delivered: r.delivered, dropped: r.dropped, delay: requeueDelay, dropReply: dropReply}
 	})
-	p, err := lock.New(pc, lock.Options{}) // default TTL: 10 s
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	p := newLockerOn(t, pc, lock.Options{}) // default TTL: 10 s
 	r.p = p
 	r.lk = mustAcquire(t, p, "res")
 	if queued != nil {
@@ -264,9 +257,9 @@ func (r *requeueRace) ran() {
 	}
 }
 
-// voidKeys counts the tombstones of "res": a withdraw of p's requeue ticket
+// tombstones counts the tombstones of "res": a withdraw of p's requeue ticket
 // leaves one before the delayed release runs.
-func (r *requeueRace) voidKeys() int {
+func (r *requeueRace) tombstones() int {
 	return len(r.admin.Keys(context.Background(), lockKey("res")+":void:*").Val())
 }
 
@@ -276,14 +269,13 @@ func (r *requeueRace) voidKeys() int {
 // connection reset right after the server answered would: the request ran,
 // the client sees an error.
 type delayDropConn struct {
-	net.Conn
+	inFlight
 	armed     *atomic.Bool
 	delivered *atomic.Bool
 	dropped   *atomic.Bool
 	delay     time.Duration
 	dropReply bool
 	drop      atomic.Bool
-	wg        sync.WaitGroup
 }
 
 func (c *delayDropConn) Write(p []byte) (int, error) {
@@ -293,50 +285,14 @@ func (c *delayDropConn) Write(p []byte) (int, error) {
 	if c.dropReply {
 		c.drop.Store(true)
 	}
-	buf := append([]byte(nil), p...)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		time.Sleep(c.delay)
-		c.delivered.Store(true)
-		_ = c.Conn.SetWriteDeadline(time.Time{})
-		_, _ = c.Conn.Write(buf)
-	}()
-	return len(p), nil
+	return c.later(p, c.delay, func() { c.delivered.Store(true) })
 }
 
 func (c *delayDropConn) Read(p []byte) (int, error) {
 	if !c.drop.Load() {
 		return c.Conn.Read(p)
 	}
-	_ = c.Conn.SetReadDeadline(time.Time{})
-	_, err := c.Conn.Read(p) // the reply arrives: the request ran
-	_ = c.Conn.Close()
+	n, err := readThenBreak(c.Conn, p)
 	c.dropped.Store(true)
-	if err == nil {
-		err = io.EOF
-	}
-	return 0, err
-}
-
-func (c *delayDropConn) Close() error {
-	go func() {
-		c.wg.Wait()
-		_ = c.Conn.Close()
-	}()
-	return nil
-}
-
-// parseCommand reads the command written in p (a RESP array of bulk
-// strings, as go-redis writes one), or nil.
-func parseCommand(p []byte) []string {
-	lines := strings.Split(string(p), "\r\n")
-	if len(lines) == 0 || !strings.HasPrefix(lines[0], "*") {
-		return nil
-	}
-	var args []string
-	for i := 2; i < len(lines); i += 2 {
-		args = append(args, lines[i])
-	}
-	return args
+	return n, err
 }

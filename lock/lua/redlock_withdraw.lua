@@ -1,8 +1,8 @@
--- wake_release (Redlock): on one node, void ticket ARGV[1] and delete the
--- lock if that ticket holds it, then wake the waiters. Used both to release
--- and to give up a failed attempt on every node, including those that did
--- not answer (their reply may have been lost, or the request may still
--- arrive: the tombstone makes it fail).
+-- redlock_withdraw (Redlock): on one node, withdraw ticket ARGV[1]: leave
+-- its tombstone, and delete the lock if that ticket holds it, then wake the
+-- waiters. Used both to release and to withdraw a failed attempt on every
+-- node, including those that did not answer (their reply may have been
+-- lost, or the request may still arrive: the tombstone makes it fail).
 --   KEYS[1] lock   KEYS[2] the ticket's tombstone
 --   ARGV[1] ticket   ARGV[2] channel   ARGV[3] tombstone lifetime in ms
 -- Returns 1 if this call or an earlier run of it deleted the lock.

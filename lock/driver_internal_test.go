@@ -1,0 +1,50 @@
+package lock
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A grant whose claim lease is too short to hand out asks the driver for a
+// re-check at once (handOff zeroes checkAt). When that grant comes while
+// the driver's refresh of the same ticket is on its way, and the refresh
+// then replies "still waiting" (it ran before the grant), the reply must
+// not put the re-check off by a whole interval: by then the claim lease has
+// ended and the grant is lost. No Redis is needed: the test plays the
+// driver's steps in the order of that race.
+func TestShortClaimDuringRefreshKeepsTheImmediateRecheck(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never contacted
+	defer c.Close()
+	l, err := New(c, Options{RecheckInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	q := l.newQueue("res")
+	q.add(&waiter{ch: make(chan *Lock, 1)}, false)
+	ticket := q.newTicket()
+	q.registered = true
+	sent := time.Now()
+	q.checkAt = sent // the driver's refresh is on its way (driveStep)
+	// The grant message: its claim lease, counted from before the last
+	// call that found the ticket waiting, is nearly over.
+	l.handOff(q, grant{ticket: ticket, token: 1, deadline: time.Now().Add(time.Millisecond), claim: true})
+	if !q.checkAt.IsZero() || len(q.waiters) != 1 {
+		l.mu.Unlock()
+		t.Fatalf("handOff: checkAt %v, %d waiters; want a re-check at once and the waiter kept", q.checkAt, len(q.waiters))
+	}
+	l.mu.Unlock()
+
+	wait := l.afterAttempt(q, ticket, sent, acquireResult{status: waiting, retryIn: time.Minute}, nil, 0)
+
+	l.mu.Lock()
+	checkAt := q.checkAt
+	q.waiters, q.ticket = nil, "" // nothing for Close to withdraw
+	l.mu.Unlock()
+	if wait != atOnce || !checkAt.IsZero() {
+		t.Errorf("after the refresh's reply: wait %v, checkAt %v; want the re-check at once", wait, checkAt)
+	}
+	_ = l.Close()
+}
