@@ -68,7 +68,7 @@ func BenchmarkUncontended(b *testing.B) {
 // BenchmarkContended: one hot key, g goroutines spread over p instances
 // ("processes", each a Locker with its own client), each acquiring (waiting
 // at most 2 s), busy-waiting 200 µs, releasing. See package
-// internal/contention for what is measured and why. The comparison with
+// internal/testinfra/contention for what is measured and why. The comparison with
 // redsync and bsm/redislock is in the bench module.
 func BenchmarkContended(b *testing.B) {
 	srv := redistest.Start(b)
