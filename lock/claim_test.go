@@ -40,6 +40,7 @@ func TestGrantToCrashedProcessBlocksOnlyItsClaim(t *testing.T) {
 }
 
 func TestGrantToCrashedProcessControlFullLeaseBlocks(t *testing.T) {
+	skipInShort(t, shortControl)
 	t.Cleanup(lock.UseScriptRule(lock.FullLeaseGrants)) // restored after the test's Lockers are closed
 	took, err := grantToCrashedProcess(t)
 	if err == nil {
@@ -150,6 +151,7 @@ func TestClaimLeaseIsCappedByTheTTL(t *testing.T) {
 }
 
 func TestClaimLeaseControlUncappedClaim(t *testing.T) {
+	skipInShort(t, shortControl)
 	t.Cleanup(lock.UseScriptRule(lock.UncappedClaims)) // restored after the test's Lockers are closed
 	pttl := claimAfterRelease(t)
 	if pttl <= 100*time.Millisecond {

@@ -29,6 +29,7 @@ func TestAcquireRacingCloseReturnsErrClosed(t *testing.T) {
 }
 
 func TestAcquireRacingCloseControlLockNeverLost(t *testing.T) {
+	skipInShort(t, shortControl)
 	t.Cleanup(lock.IgnoreCloseInAcquire()) // restored after the test's Lockers are closed
 	err := acquireRacingClose(t)
 	if err == nil {

@@ -58,6 +58,7 @@ func TestIdleNamesLeaveNoKeys(t *testing.T) {
 }
 
 func TestIdleNamesControlCountersKeptForever(t *testing.T) {
+	skipInShort(t, shortControl)
 	keys, persistent := idleNames(t, -1)
 	if keys == 0 || len(persistent) == 0 {
 		t.Fatalf("control: with counters kept forever, %d keys are left (%d without a TTL): the test would not catch them", keys, len(persistent))

@@ -27,6 +27,7 @@ func TestDeadlineAfterExtendIsNoLaterThanTheKeysExpiry(t *testing.T) {
 }
 
 func TestDeadlineAfterExtendControlSubMillisecondTTL(t *testing.T) {
+	skipInShort(t, shortControl)
 	t.Cleanup(lock.KeepSubMillisecond()) // restored after the test's Lockers are closed
 	err := deadlineAfterExtend(t)
 	if err == nil {

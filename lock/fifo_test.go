@@ -33,6 +33,7 @@ func TestLateRefreshKeepsArrivalOrder(t *testing.T) {
 }
 
 func TestLateRefreshControlEntryKeepsPlaceLosesOrder(t *testing.T) {
+	skipInShort(t, shortControl)
 	t.Cleanup(lock.UseScriptRule(lock.EntryKeepsPlace)) // restored after the test's Lockers are closed
 	inLine, order := lateRefresh(t)
 	if inLine && len(order) == 2 && order[0] == "C" {

@@ -247,3 +247,18 @@ func busy(d time.Duration) {
 	for start := time.Now(); time.Since(start) < d; {
 	}
 }
+
+// Reasons for skipping a test under go test -short, the quick loop; the
+// full run (./scripts/test.sh) runs every test.
+const (
+	shortControl    = "-short: a control, which shows that its test's check can fail"
+	shortMultiNodes = "-short: starts several redis-servers"
+)
+
+// skipInShort skips t under -short, for the reason given.
+func skipInShort(t *testing.T, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(why)
+	}
+}

@@ -37,6 +37,7 @@ func newRedlock(t *testing.T, nodes []*redistest.Server, opts lock.Options) *loc
 }
 
 func TestRedlockMutualExclusionAndHandOff(t *testing.T) {
+	skipInShort(t, shortMultiNodes)
 	nodes := startNodes(t, 3)
 	// The re-check is a minute away: waiters are woken by releases only.
 	// The node timeout is generous: this test is about exclusion and
@@ -82,6 +83,7 @@ func TestRedlockMutualExclusionAndHandOff(t *testing.T) {
 // A minority of nodes down: the lock works. A majority down: it refuses,
 // and says why. Back up: it works again.
 func TestRedlockNeedsAQuorum(t *testing.T) {
+	skipInShort(t, shortMultiNodes)
 	nodes := startNodes(t, 3)
 	// Killed nodes refuse at once; the live ones may answer slowly on a
 	// loaded machine, and must still count.
@@ -122,6 +124,7 @@ func TestRedlockNeedsAQuorum(t *testing.T) {
 // Tokens keep increasing while a minority of nodes restarts without
 // persistence between acquisitions.
 func TestRedlockTokensAcrossNodeRestarts(t *testing.T) {
+	skipInShort(t, shortMultiNodes)
 	nodes := startNodes(t, 3)
 	l := newRedlock(t, nodes, lock.Options{NodeTimeout: 500 * time.Millisecond}) // slow answers still count
 	var last int64
@@ -143,6 +146,7 @@ func TestRedlockTokensAcrossNodeRestarts(t *testing.T) {
 // large token); once that node is gone, the other two must still issue
 // larger tokens. Without the raise, they would go back to their clocks.
 func TestRedlockRaisesTheQuorumsFence(t *testing.T) {
+	skipInShort(t, shortMultiNodes)
 	nodes := startNodes(t, 3)
 	// A node timeout that a loaded machine's first dial and script load
 	// cannot exceed: this test is about tokens. The killed node refuses
@@ -171,6 +175,7 @@ func TestRedlockRaisesTheQuorumsFence(t *testing.T) {
 // A node that stops answering (SIGSTOP: connections open, no replies)
 // costs NodeTimeout, not the lease.
 func TestRedlockFrozenNodeCostsOnlyTheNodeTimeout(t *testing.T) {
+	skipInShort(t, shortMultiNodes)
 	nodes := startNodes(t, 3)
 	const nodeTimeout = 50 * time.Millisecond
 	l := newRedlock(t, nodes, lock.Options{NodeTimeout: nodeTimeout, TTL: 2 * time.Second})
@@ -197,6 +202,7 @@ func TestRedlockFrozenNodeCostsOnlyTheNodeTimeout(t *testing.T) {
 
 // Losing the quorum while holding is a lost lease, reported through Lost.
 func TestRedlockLostQuorumIsReported(t *testing.T) {
+	skipInShort(t, shortMultiNodes)
 	nodes := startNodes(t, 3)
 	const ttl = 300 * time.Millisecond
 	l := newRedlock(t, nodes, lock.Options{TTL: ttl, NodeTimeout: 20 * time.Millisecond})
@@ -261,6 +267,7 @@ func TestWaitReplicasAcknowledgement(t *testing.T) {
 // round of withdraws. The live node sees two script calls: the attempt and
 // its one withdraw.
 func TestRedlockFailedAttemptGivesItsTicketUpOnce(t *testing.T) {
+	skipInShort(t, shortMultiNodes)
 	nodes := startNodes(t, 3)
 	l := newRedlock(t, nodes, lock.Options{WaitTimeout: 2 * time.Second, NodeTimeout: 500 * time.Millisecond})
 	ctx := context.Background()

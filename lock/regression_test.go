@@ -313,6 +313,7 @@ func TestReleaseWithLostReplyReportsReleased(t *testing.T) {
 }
 
 func TestReleaseWithLostReplyControlNoInference(t *testing.T) {
+	skipInShort(t, shortControl)
 	t.Cleanup(lock.NoReleaseInference()) // restored after the test's Lockers are closed
 	err := releaseWithLostReply(t)
 	if !errors.Is(err, lock.ErrNotHeld) {

@@ -30,6 +30,7 @@ func TestNewDriverKeepsItsSubscription(t *testing.T) {
 }
 
 func TestNewDriverControlOldDriverRemovesItsEntry(t *testing.T) {
+	skipInShort(t, shortControl)
 	t.Cleanup(lock.UnsubscribeByQueue()) // restored after the test's Lockers are closed
 	err := newDriverDuringUnsubscribe(t)
 	if err == nil {

@@ -36,6 +36,7 @@ func TestLostRegistrationReplyNeverRegrantsAReleasedTicket(t *testing.T) {
 }
 
 func TestLostRegistrationReplyControlRetriedCallRegrants(t *testing.T) {
+	skipInShort(t, shortControl)
 	t.Cleanup(lock.RetryScriptCalls()) // restored after the test's Lockers are closed
 	err := lostRegistrationReply(t)
 	if err == nil {
@@ -199,6 +200,7 @@ func TestLateUncontendedAttemptNeverTakesAReleasedLock(t *testing.T) {
 }
 
 func TestLateUncontendedAttemptControlRetriedCallTakesIt(t *testing.T) {
+	skipInShort(t, shortControl)
 	t.Cleanup(lock.RetryScriptCalls()) // restored after the test's Lockers are closed
 	err := lateUncontendedAttempt(t)
 	if err == nil {

@@ -31,6 +31,7 @@ func TestTokenIncreasesAfterStaleSnapshotRestart(t *testing.T) {
 }
 
 func TestTokenStaleSnapshotControlCounterRuleGoesBack(t *testing.T) {
+	skipInShort(t, shortControl)
 	assertTokenGoesBack(t, staleSnapshotRestart, lock.Options{UnsafeCounterTokens: true})
 }
 
@@ -39,6 +40,7 @@ func TestTokenIncreasesAfterFailoverToLaggingReplica(t *testing.T) {
 }
 
 func TestTokenLaggingReplicaControlCounterRuleGoesBack(t *testing.T) {
+	skipInShort(t, shortControl)
 	assertTokenGoesBack(t, failoverToLaggingReplica, lock.Options{UnsafeCounterTokens: true})
 }
 
@@ -47,6 +49,7 @@ func TestTokenIncreasesAfterRestartWithoutPersistence(t *testing.T) {
 }
 
 func TestTokenNoPersistenceControlCounterAloneGoesBack(t *testing.T) {
+	skipInShort(t, shortControl)
 	t.Cleanup(lock.UseScriptRule(lock.CountingTokens)) // restored after the test's Lockers are closed
 	assertTokenGoesBack(t, restartWithoutPersistence, lock.Options{})
 }
@@ -56,15 +59,18 @@ func TestTokenIncreasesAfterTheCounterExpires(t *testing.T) {
 }
 
 func TestTokenCounterExpiredControlCounterAloneGoesBack(t *testing.T) {
+	skipInShort(t, shortControl)
 	t.Cleanup(lock.UseScriptRule(lock.CountingTokens)) // restored after the test's Lockers are closed
 	assertTokenGoesBack(t, counterExpired, lock.Options{})
 }
 
 func TestRedlockTokenIncreasesWhenTheSharedNodeIsStale(t *testing.T) {
+	skipInShort(t, shortMultiNodes)
 	assertTokenIncreases(t, redlockSharedNodeStale, lock.Options{})
 }
 
 func TestRedlockStaleSharedNodeControlCounterRuleGoesBack(t *testing.T) {
+	skipInShort(t, shortControl)
 	assertTokenGoesBack(t, redlockSharedNodeStale, lock.Options{UnsafeCounterTokens: true})
 }
 
