@@ -40,8 +40,7 @@ func TestGrantToCrashedProcessBlocksOnlyItsClaim(t *testing.T) {
 }
 
 func TestGrantToCrashedProcessControlFullLeaseBlocks(t *testing.T) {
-	skipInShort(t, shortControl)
-	t.Cleanup(lock.UseScriptRule(lock.FullLeaseGrants)) // restored after the test's Lockers are closed
+	breakScripts(t, lock.FullLeaseGrants)
 	took, err := grantToCrashedProcess(t)
 	if err == nil {
 		t.Fatalf("control: with full-lease grants the next waiter still got the lock %v after the release; the test would not catch a grant that blocks for a whole lease", took)
@@ -151,8 +150,7 @@ func TestClaimLeaseIsCappedByTheTTL(t *testing.T) {
 }
 
 func TestClaimLeaseControlUncappedClaim(t *testing.T) {
-	skipInShort(t, shortControl)
-	t.Cleanup(lock.UseScriptRule(lock.UncappedClaims)) // restored after the test's Lockers are closed
+	breakScripts(t, lock.UncappedClaims)
 	pttl := claimAfterRelease(t)
 	if pttl <= 100*time.Millisecond {
 		t.Fatalf("control: with uncapped claims the grant's lease is %v, within the TTL: the test would not catch it", pttl)

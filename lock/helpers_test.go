@@ -262,3 +262,25 @@ func skipInShort(t *testing.T, why string) {
 		t.Skip(why)
 	}
 }
+
+// breakScripts makes t a control: it skips under -short, and swaps one rule
+// of the Lua scripts for rule, a broken one from export_test.go, until the
+// test's Lockers are closed.
+func breakScripts(t *testing.T, rule string) {
+	t.Helper()
+	skipInShort(t, shortControl)
+	t.Cleanup(lock.UseScriptRule(rule))
+}
+
+// mustCatch runs scenario under the broken rule and fails t if its check
+// passes: then the test of the correct rule would not catch the defect
+// either. broken says what the rule does wrong.
+func mustCatch(t *testing.T, rule, broken string, scenario func(*testing.T) error) {
+	t.Helper()
+	breakScripts(t, rule)
+	if err := scenario(t); err == nil {
+		t.Fatalf("control: %s passed the check: the test would not catch it", broken)
+	} else {
+		t.Logf("control: %v", err)
+	}
+}

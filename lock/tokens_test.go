@@ -49,8 +49,7 @@ func TestTokenIncreasesAfterRestartWithoutPersistence(t *testing.T) {
 }
 
 func TestTokenNoPersistenceControlCounterAloneGoesBack(t *testing.T) {
-	skipInShort(t, shortControl)
-	t.Cleanup(lock.UseScriptRule(lock.CountingTokens)) // restored after the test's Lockers are closed
+	breakScripts(t, lock.CountingTokens)
 	assertTokenGoesBack(t, restartWithoutPersistence, lock.Options{})
 }
 
@@ -59,8 +58,7 @@ func TestTokenIncreasesAfterTheCounterExpires(t *testing.T) {
 }
 
 func TestTokenCounterExpiredControlCounterAloneGoesBack(t *testing.T) {
-	skipInShort(t, shortControl)
-	t.Cleanup(lock.UseScriptRule(lock.CountingTokens)) // restored after the test's Lockers are closed
+	breakScripts(t, lock.CountingTokens)
 	assertTokenGoesBack(t, counterExpired, lock.Options{})
 }
 

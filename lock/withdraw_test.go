@@ -32,13 +32,7 @@ func TestCloseDuringReleaseLeavesNoTicketHoldingTheLock(t *testing.T) {
 }
 
 func TestCloseDuringReleaseControlRequeueIgnoresTombstone(t *testing.T) {
-	skipInShort(t, shortControl)
-	t.Cleanup(lock.UseScriptRule(lock.IgnoreRequeueTombstone)) // restored after the test's Lockers are closed
-	if err := closeDuringRelease(t); err == nil {
-		t.Fatal("control: a release that queues a given-up ticket passed the check: the test would not catch it")
-	} else {
-		t.Logf("control: %v", err)
-	}
+	mustCatch(t, lock.IgnoreRequeueTombstone, "a release that queues a given-up ticket", closeDuringRelease)
 }
 
 func TestWaiterLeavingDuringReleaseLeavesNoTicketHoldingTheLock(t *testing.T) {
@@ -48,13 +42,7 @@ func TestWaiterLeavingDuringReleaseLeavesNoTicketHoldingTheLock(t *testing.T) {
 }
 
 func TestWaiterLeavingDuringReleaseControlRequeueIgnoresTombstone(t *testing.T) {
-	skipInShort(t, shortControl)
-	t.Cleanup(lock.UseScriptRule(lock.IgnoreRequeueTombstone)) // restored after the test's Lockers are closed
-	if err := waiterLeavesDuringRelease(t); err == nil {
-		t.Fatal("control: a release that grants the lock to a given-up ticket passed the check: the test would not catch it")
-	} else {
-		t.Logf("control: %v", err)
-	}
+	mustCatch(t, lock.IgnoreRequeueTombstone, "a release that grants the lock to a given-up ticket", waiterLeavesDuringRelease)
 }
 
 func TestCloseDuringReleaseLeavesNoQueueEntry(t *testing.T) {
@@ -64,13 +52,7 @@ func TestCloseDuringReleaseLeavesNoQueueEntry(t *testing.T) {
 }
 
 func TestCloseDuringReleaseQueueControlRequeueIgnoresTombstone(t *testing.T) {
-	skipInShort(t, shortControl)
-	t.Cleanup(lock.UseScriptRule(lock.IgnoreRequeueTombstone)) // restored after the test's Lockers are closed
-	if err := closeDuringReleaseWithOthersQueued(t); err == nil {
-		t.Fatal("control: a release that queues a given-up ticket passed the check: the test would not catch it")
-	} else {
-		t.Logf("control: %v", err)
-	}
+	mustCatch(t, lock.IgnoreRequeueTombstone, "a release that queues a given-up ticket", closeDuringReleaseWithOthersQueued)
 }
 
 // closeDuringRelease: after a Locker's Close has returned, and a Release
