@@ -263,23 +263,35 @@ func skipInShort(t *testing.T, why string) {
 	}
 }
 
-// breakScripts makes t a control: it skips under -short, and swaps one rule
-// of the Lua scripts for rule, a broken one from export_test.go, until the
-// test's Lockers are closed.
-func breakScripts(t *testing.T, rule string) {
+// breakWith makes t a control: it skips under -short, and breaks the lock
+// with breakIt (a switch from export_test.go) until the test's Lockers are
+// closed.
+func breakWith(t *testing.T, breakIt func() (restore func())) {
 	t.Helper()
 	skipInShort(t, shortControl)
-	t.Cleanup(lock.UseScriptRule(rule))
+	t.Cleanup(breakIt())
 }
 
-// mustCatch runs scenario under the broken rule and fails t if its check
-// passes: then the test of the correct rule would not catch the defect
-// either. broken says what the rule does wrong.
-func mustCatch(t *testing.T, rule, broken string, scenario func(*testing.T) error) {
+// scriptRule is a breakIt for breakWith that swaps one rule of the Lua
+// scripts for rule, a broken one from export_test.go.
+func scriptRule(rule string) func() (restore func()) {
+	return func() func() { return lock.UseScriptRule(rule) }
+}
+
+// breakScripts is breakWith(t, scriptRule(rule)).
+func breakScripts(t *testing.T, rule string) {
 	t.Helper()
-	breakScripts(t, rule)
+	breakWith(t, scriptRule(rule))
+}
+
+// mustCatch runs scenario with the lock broken by breakIt and fails t with
+// failure if the scenario's check passes: then the test of the correct lock
+// would not catch the defect either.
+func mustCatch(t *testing.T, breakIt func() (restore func()), failure string, scenario func(*testing.T) error) {
+	t.Helper()
+	breakWith(t, breakIt)
 	if err := scenario(t); err == nil {
-		t.Fatalf("control: %s passed the check: the test would not catch it", broken)
+		t.Fatal("control: " + failure)
 	} else {
 		t.Logf("control: %v", err)
 	}

@@ -36,13 +36,8 @@ func TestLostRegistrationReplyNeverRegrantsAReleasedTicket(t *testing.T) {
 }
 
 func TestLostRegistrationReplyControlRetriedCallRegrants(t *testing.T) {
-	skipInShort(t, shortControl)
-	t.Cleanup(lock.RetryScriptCalls()) // restored after the test's Lockers are closed
-	err := lostRegistrationReply(t)
-	if err == nil {
-		t.Fatal("control: with the registration retried by go-redis, the check passed: the test would not catch a ticket granted again")
-	}
-	t.Logf("control: %v", err)
+	mustCatch(t, lock.RetryScriptCalls,
+		"with the registration retried by go-redis, the check passed: the test would not catch a ticket granted again", lostRegistrationReply)
 }
 
 // lostRegistrationReply: h holds the lock; p waits. p's registration (the
@@ -200,13 +195,8 @@ func TestLateUncontendedAttemptNeverTakesAReleasedLock(t *testing.T) {
 }
 
 func TestLateUncontendedAttemptControlRetriedCallTakesIt(t *testing.T) {
-	skipInShort(t, shortControl)
-	t.Cleanup(lock.RetryScriptCalls()) // restored after the test's Lockers are closed
-	err := lateUncontendedAttempt(t)
-	if err == nil {
-		t.Fatal("control: with the attempt retried by go-redis, the check passed: the test would not catch a late attempt taking the lock")
-	}
-	t.Logf("control: %v", err)
+	mustCatch(t, lock.RetryScriptCalls,
+		"with the attempt retried by go-redis, the check passed: the test would not catch a late attempt taking the lock", lateUncontendedAttempt)
 }
 
 // lateUncontendedAttempt: the first uncontended attempt's request is held
