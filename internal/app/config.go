@@ -343,6 +343,54 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	return cfg, cfg.Validate()
 }
 
+// Environ is c as the environment variables ParseConfig reads, NAME=value,
+// for starting a replica with c in a process of its own: ParseConfig of
+// them gives c back. Chaos, a function, has no variable and is left out;
+// so are empty strings and lists, which ParseConfig reads as unset.
+func (c Config) Environ() []string {
+	d := func(v time.Duration) string { return v.String() }
+	vars := [][2]string{
+		{"ADDR", c.Addr},
+		{"REDIS_ADDRS", strings.Join(c.RedisAddrs, ",")},
+		{"REDIS_URL", c.RedisURL},
+		{"REDIS_SENTINEL_MASTER", c.RedisSentinelMaster},
+		{"REDIS_SENTINEL_ADDRS", strings.Join(c.RedisSentinelAddrs, ",")},
+		{"REDIS_CLUSTER_ADDRS", strings.Join(c.RedisClusterAddrs, ",")},
+		{"REDIS_PASSWORD", c.RedisPassword},
+		{"REDIS_SENTINEL_PASSWORD", c.RedisSentinelPassword},
+		{"LOCK_WAIT_REPLICAS", strconv.Itoa(c.LockWaitReplicas)},
+		{"DATABASE", c.Database},
+		{"ADMIN_TOKEN", c.AdminToken},
+		{"LOCK", string(c.Lock)},
+		{"LOCK_TTL", d(c.LockTTL)},
+		{"LOCK_WAIT", d(c.LockWait)},
+		{"LOCK_RENEW", strconv.FormatBool(c.LockRenew)},
+		{"BATCH_MAX", strconv.Itoa(c.BatchMax)},
+		{"QUEUE_MAX", strconv.Itoa(c.QueueMax)},
+		{"UNSAFE_NO_FENCE", strconv.FormatBool(c.UnsafeNoFence)},
+		{"UNSAFE_COUNTER_TOKENS", strconv.FormatBool(c.UnsafeCounterTokens)},
+		{"CHAOS_PAUSE", d(c.ChaosPause)},
+		{"CHAOS_PROB", strconv.FormatFloat(c.ChaosProb, 'g', -1, 64)},
+		{"LOG_LEVEL", c.LogLevel.String()},
+		{"SHUTDOWN_TIMEOUT", d(c.ShutdownTimeout)},
+		{"READ_TIMEOUT", d(c.ReadTimeout)},
+		{"WRITE_TIMEOUT", d(c.WriteTimeout)},
+		{"IDLE_TIMEOUT", d(c.IdleTimeout)},
+	}
+	// REDIS_ADDR only when it was given or changed: its presence is what
+	// tells ParseConfig that a Redis URL or Sentinel list conflicts with it.
+	if c.redisAddrSet || c.RedisAddr != DefaultConfig().RedisAddr {
+		vars = append(vars, [2]string{"REDIS_ADDR", c.RedisAddr})
+	}
+	var env []string
+	for _, v := range vars {
+		if v[1] != "" {
+			env = append(env, v[0]+"="+v[1])
+		}
+	}
+	return env
+}
+
 // decimal is an int flag read in base 10 only, as its environment variable
 // is: flag.IntVar would read "010" as octal 8 and "0x10" as 16.
 type decimal int

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -100,5 +101,47 @@ func TestParseConfigRedisAddrs(t *testing.T) {
 	}
 	if _, err := app.ParseConfig("serve", []string{"-redis-addrs", "a:1,b:2"}, envOf(nil), io.Discard); err == nil {
 		t.Error("two Redlock masters accepted; want an error (at least 3)")
+	}
+}
+
+// Environ is what a replica started in a process of its own reads: every
+// setting must come back as it was, defaults and changed ones alike.
+func TestEnvironRoundTrips(t *testing.T) {
+	for name, env := range map[string]map[string]string{
+		"defaults": nil,
+		"changed": {
+			"ADDR": "127.0.0.1:9000", "REDIS_ADDR": "r:1", "LOCK_WAIT_REPLICAS": "1",
+			"DATABASE": "env.db", "ADMIN_TOKEN": "tok", "LOCK": "local", "LOCK_TTL": "3s",
+			"LOCK_WAIT": "1500ms", "LOCK_RENEW": "false", "BATCH_MAX": "7", "QUEUE_MAX": "9",
+			"UNSAFE_NO_FENCE": "true", "UNSAFE_COUNTER_TOKENS": "true", "CHAOS_PAUSE": "50ms",
+			"CHAOS_PROB": "0.25", "LOG_LEVEL": "warn", "SHUTDOWN_TIMEOUT": "1m",
+			"READ_TIMEOUT": "3s", "WRITE_TIMEOUT": "9s", "IDLE_TIMEOUT": "4s",
+		},
+		"redlock": {"REDIS_ADDRS": "a:1,b:2,c:3", "REDIS_PASSWORD": "pw"},
+		"sentinel": {
+			"REDIS_SENTINEL_MASTER": "m", "REDIS_SENTINEL_ADDRS": "s:1,s:2",
+			"REDIS_SENTINEL_PASSWORD": "spw",
+		},
+		"url":     {"REDIS_URL": "redis://u:p@h:1/2"},
+		"cluster": {"REDIS_CLUSTER_ADDRS": "c:1,c:2,c:3"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := app.ParseConfig("serve", nil, envOf(env), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back := map[string]string{}
+			for _, kv := range cfg.Environ() {
+				k, v, _ := strings.Cut(kv, "=")
+				back[k] = v
+			}
+			again, err := app.ParseConfig("serve", nil, envOf(back), io.Discard)
+			if err != nil {
+				t.Fatalf("ParseConfig of Environ %v: %v", back, err)
+			}
+			if !reflect.DeepEqual(again, cfg) {
+				t.Errorf("round trip through %v:\n got %+v\nwant %+v", back, again, cfg)
+			}
+		})
 	}
 }
