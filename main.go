@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -31,10 +32,11 @@ type command struct {
 var commands = []command{
 	{"serve", "run the HTTP API (the default)", serve},
 	{"loadtest", "run a flash sale against running replicas and check that nothing is oversold", loadtestCmd},
-	{"demo", "start Redis and two replicas in this process, run a flash sale on them, check it, clean up", demo.Main},
+	{"demo", "start Redis and two replicas, run a flash sale on them, check it, clean up", demo.Main},
 }
 
 func main() {
+	demo.ReplicaCommand = serveCommand
 	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
@@ -83,6 +85,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return 1
 	}
 	return 0
+}
+
+// serveCommand is this binary's serve command, configured by the
+// environment: how the demo starts a replica as a process of its own.
+func serveCommand() (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find this program to start replicas: %w", err)
+	}
+	return exec.Command(exe, "serve"), nil
 }
 
 // loadtestCmd is "seckill loadtest": package loadtest's command line. A

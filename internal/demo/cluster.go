@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,14 +23,17 @@ import (
 // their context.
 const shutdownTimeout = 5 * time.Second
 
-// cluster is the replicas of one sale, in this process, on loopback ports,
-// sharing one Redis and one SQLite file in a temporary directory of their
-// own, as separate processes on one host would.
+// cluster is the replicas of one sale, on loopback ports, sharing one
+// Redis and one SQLite file in a temporary directory of their own, as
+// separate processes on one host would. They run in this process, except
+// those of the local lock mode when ReplicaCommand is set, which run as
+// processes of their own.
 type cluster struct {
-	dir     string // the temporary directory; removed by Close
-	db      string // the SQLite file in it, or the PostgreSQL URL
-	servers []*app.Server
-	urls    []string // base URLs, one per replica
+	dir       string // the temporary directory; removed by Close
+	db        string // the SQLite file in it, or the PostgreSQL URL
+	servers   []*app.Server
+	processes []*replicaProcess
+	urls      []string // base URLs, one per replica
 
 	cancel context.CancelFunc // ends every Serve
 	wg     sync.WaitGroup     // Serve goroutines
@@ -58,8 +63,13 @@ func startCluster(ctx context.Context, n int, cfg app.Config, logger *slog.Logge
 		cfg.Database = c.db
 	}
 	cfg.ShutdownTimeout = shutdownTimeout
+	separate := cfg.Lock == app.LockLocal && ReplicaCommand != nil
 	for i := range n {
-		if err := c.add(ctx, serveCtx, cfg, logger.With("replica", i+1)); err != nil {
+		add := c.add
+		if separate {
+			add = c.addProcess
+		}
+		if err := add(ctx, serveCtx, cfg, logger.With("replica", i+1)); err != nil {
 			return nil, errors.Join(fmt.Errorf("start replica %d: %w", i+1, err), c.Close())
 		}
 	}
@@ -92,9 +102,30 @@ func (c *cluster) add(ctx, serveCtx context.Context, cfg app.Config, logger *slo
 	return nil
 }
 
+// addProcess starts one replica as a process of its own.
+func (c *cluster) addProcess(ctx, _ context.Context, cfg app.Config, logger *slog.Logger) error {
+	r, err := startProcess(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	c.processes = append(c.processes, r)
+	c.urls = append(c.urls, r.url)
+	return nil
+}
+
+// pids lists the replica processes' ids, separated by commas.
+func (c *cluster) pids() string {
+	ids := make([]string, len(c.processes))
+	for i, p := range c.processes {
+		ids[i] = strconv.Itoa(p.proc.Pid())
+	}
+	return strings.Join(ids, ", ")
+}
+
 // counters sums the replicas' fence rejections and lost leases: what the
 // sale's report cannot see from outside, and what shows that a fault
-// really happened and what stopped it.
+// really happened and what stopped it. Replica processes are not counted:
+// they run the local lock, which has neither fences nor leases.
 func (c *cluster) counters() (fenceRejected, leasesLost int64) {
 	for _, s := range c.servers {
 		fenceRejected += s.Metrics().FenceRejections()
@@ -113,6 +144,9 @@ func (c *cluster) Close() error {
 		errs := c.serveErr
 		for _, s := range c.servers {
 			errs = append(errs, s.Close())
+		}
+		for _, p := range c.processes {
+			errs = append(errs, p.stop(shutdownTimeout))
 		}
 		if err := os.RemoveAll(c.dir); err != nil {
 			errs = append(errs, fmt.Errorf("remove %s: %w", c.dir, err))

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,13 +18,31 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/seckill-ref/seckill/internal/app"
 	"github.com/seckill-ref/seckill/internal/demo"
 )
 
-// TestMain checks that no test leaves a goroutine behind: the replicas'
-// servers, the Redis clients, the embedded Redis and its clock must all
-// have stopped when Main returns.
+// serveEnv, set in a child of this test binary, makes it a replica: the
+// demo's ReplicaCommand here, as the seckill binary's serve is there.
+const serveEnv = "SECKILL_DEMO_TEST_SERVE"
+
+// TestMain runs a replica when started as one, and otherwise the tests,
+// checking that none leaves a goroutine behind: the replicas' servers, the
+// Redis clients, the embedded Redis and its clock must all have stopped
+// when Main returns.
 func TestMain(m *testing.M) {
+	if os.Getenv(serveEnv) != "" {
+		if err := app.Main(context.Background(), nil, os.Getenv, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	demo.ReplicaCommand = func() (*exec.Cmd, error) {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = []string{serveEnv + "=1"}
+		return cmd, nil
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -89,6 +109,25 @@ func assertCleanedUp(t *testing.T, r run) {
 		t.Errorf("temporary directory %s: got stat error %v, want it removed", m[1], err)
 	}
 	assertRedisGone(t, r)
+	assertReplicaProcessesGone(t, r)
+}
+
+var pidsRE = regexp.MustCompile(`demo: the replicas run as processes of their own \(pids ([\d, ]+)\)`)
+
+// assertReplicaProcessesGone checks that the replica processes the demo
+// printed no longer exist.
+func assertReplicaProcessesGone(t *testing.T, r run) {
+	t.Helper()
+	m := pidsRE.FindStringSubmatch(r.stdout)
+	if m == nil {
+		return
+	}
+	for _, s := range strings.Split(m[1], ", ") {
+		pid, _ := strconv.Atoi(s)
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("replica pid %d: kill -0 gave %v, want ESRCH (process gone)", pid, err)
+		}
+	}
 }
 
 // assertRedisGone checks that the Redis the demo printed has stopped: the
