@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -81,7 +82,7 @@ func BenchmarkContended(b *testing.B) {
 	}
 }
 
-// BenchmarkManyNames acquires and releases locks over namesInBench distinct
+// BenchmarkManyNames acquires and releases locks over -names distinct
 // names (b.N acquisitions, 8 goroutines, name i for the i-th), each
 // implementation on its own redis-server, and reports what is left in Redis
 // at the end, per name: keys (DBSIZE) and bytes of used_memory. The
@@ -104,7 +105,10 @@ func BenchmarkManyNames(b *testing.B) {
 	})
 }
 
-const namesInBench = 10_000
+// benchNames is BenchmarkManyNames's number of distinct names: with
+// -test.benchtime 1000000x -names 100000, a million acquisitions over
+// 100,000 names.
+var benchNames = flag.Int("names", 10_000, "BenchmarkManyNames: how many distinct lock names")
 
 func manyNames(b *testing.B, impl string, opts lock.Options) (admin *redis.Client) {
 	srv := redistest.Start(b)
@@ -150,7 +154,7 @@ func manyNames(b *testing.B, impl string, opts lock.Options) (admin *redis.Clien
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := next.Add(1) - 1
-			release, err := acquire(strconv.FormatInt(i%namesInBench, 10))
+			release, err := acquire(strconv.FormatInt(i%int64(*benchNames), 10))
 			if err != nil {
 				b.Error(err)
 				return
@@ -159,7 +163,7 @@ func manyNames(b *testing.B, impl string, opts lock.Options) (admin *redis.Clien
 		}
 	})
 	b.StopTimer()
-	names := min(b.N, namesInBench)
+	names := min(b.N, *benchNames)
 	keys := admin.DBSize(ctx).Val()
 	b.ReportMetric(float64(keys)/float64(names), "keys/name")
 	b.ReportMetric(float64(usedMemory(b, admin)-before)/float64(names), "bytes/name")
