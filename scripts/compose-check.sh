@@ -156,6 +156,32 @@ done
 log "$requests requests, ${#seen[@]} distinct replicas answered: ${!seen[*]}"
 phases+=" lb $((SECONDS - t))s"
 
+# Prometheus's instant queries, and how many replicas it has scraped.
+prom() { curl -sS --max-time 5 --get --data-urlencode "query=$1" "http://127.0.0.1:$PROM_PORT/api/v1/query"; }
+prom_up() {
+	local n
+	n=$(prom 'up{job="seckill"} == 1' 2>/dev/null | grep -o '"instance":"[^"]*"' | sort -u | wc -l) || true
+	echo "${n:-0}"
+}
+
+# 2b. Prometheus has scraped every replica before the sale: a rate needs
+# the counters' values from before the sale as well as after it, and the
+# burst can be over within one scrape interval.
+if [ "$MONITORING" = 1 ]; then
+	log "Prometheus: every replica scraped before the sale"
+	t=$SECONDS
+	result="FAIL (Prometheus before the sale)"
+	deadline=$((SECONDS + PROM_TIMEOUT))
+	until [ "$(prom_up)" -eq "$REPLICAS" ]; do
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			log "after ${PROM_TIMEOUT}s: $(prom_up) of $REPLICAS replicas scraped"
+			exit 1
+		fi
+		sleep 1
+	done
+	phases+=" scraped $((SECONDS - t))s"
+fi
+
 # Which load test failed how: its exit code is the verdict of the invariant
 # check (0: nothing oversold, 1: an invariant failed, 2: the sale could not
 # run).
@@ -358,10 +384,9 @@ if [ "$MONITORING" = 1 ]; then
 	log "Prometheus: a purchases rate for every replica"
 	t=$SECONDS
 	result="FAIL (Prometheus)"
-	prom() { curl -sS --max-time 5 --get --data-urlencode "query=$1" "http://127.0.0.1:$PROM_PORT/api/v1/query"; }
 	deadline=$((SECONDS + PROM_TIMEOUT))
 	while :; do
-		up=$(prom 'up{job="seckill"} == 1' 2>/dev/null | grep -o '"instance":"[^"]*"' | sort -u | wc -l) || up=0
+		up=$(prom_up)
 		rates=$(prom 'instance_outcome:seckill_purchases:rate1m{outcome="created"} > 0' 2>/dev/null) || rates=""
 		selling=$(printf '%s' "$rates" | grep -o '"instance":"[^"]*"' | sort -u | wc -l) || selling=0
 		[ "$up" -eq "$REPLICAS" ] && [ "$selling" -eq "$REPLICAS" ] && break
