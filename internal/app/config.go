@@ -344,9 +344,12 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 }
 
 // Environ is c as the environment variables ParseConfig reads, NAME=value,
-// for starting a replica with c in a process of its own: ParseConfig of
-// them gives c back. Chaos, a function, has no variable and is left out;
-// so are empty strings and lists, which ParseConfig reads as unset.
+// for starting a replica with c in a process of its own. For a Config that
+// ParseConfig returned, ParseConfig of them gives it back. Chaos, a
+// function, has no variable and is left out; so are empty strings and
+// lists, which ParseConfig reads as unset (an empty Addr or Database comes
+// back as the default). REDIS_ADDR is set when RedisAddr was given or is
+// not the default.
 func (c Config) Environ() []string {
 	d := func(v time.Duration) string { return v.String() }
 	vars := [][2]string{

@@ -26,8 +26,8 @@ const shutdownTimeout = 5 * time.Second
 // cluster is the replicas of one sale, on loopback ports, sharing one
 // Redis and one SQLite file in a temporary directory of their own, as
 // separate processes on one host would. They run in this process, except
-// those of the local lock mode when ReplicaCommand is set, which run as
-// processes of their own.
+// those of the local lock mode when ReplicaCommand is set (and no Chaos
+// function is), which run as processes of their own.
 type cluster struct {
 	dir       string // the temporary directory; removed by Close
 	db        string // the SQLite file in it, or the PostgreSQL URL
@@ -63,7 +63,8 @@ func startCluster(ctx context.Context, n int, cfg app.Config, logger *slog.Logge
 		cfg.Database = c.db
 	}
 	cfg.ShutdownTimeout = shutdownTimeout
-	separate := cfg.Lock == app.LockLocal && ReplicaCommand != nil
+	// A Chaos function cannot be passed to a process (Config.Environ).
+	separate := cfg.Lock == app.LockLocal && ReplicaCommand != nil && cfg.Chaos == nil
 	for i := range n {
 		add := c.add
 		if separate {

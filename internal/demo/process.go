@@ -3,7 +3,6 @@ package demo
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -89,7 +88,8 @@ func tryStartProcess(ctx context.Context, cfg app.Config, logger *slog.Logger) (
 		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
 	if err := r.waitReady(ctx); err != nil {
-		return nil, errors.Join(err, r.stop(0))
+		_ = r.stop(0) // the error says why; the stop's own would repeat the output
+		return nil, err
 	}
 	return r, nil
 }
@@ -101,12 +101,14 @@ func (r *replicaProcess) waitReady(ctx context.Context) error {
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url+"/readyz", nil)
 		if err != nil {
 			return err
 		}
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := client.Do(req); err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
@@ -124,11 +126,12 @@ func (r *replicaProcess) waitReady(ctx context.Context) error {
 
 // stop ends the process by its PID: SIGTERM, which shuts it down
 // gracefully within its shutdown timeout, then SIGKILL past that and
-// processGrace.
+// processGrace. A process that had already exited, or that exits with an
+// error, is reported with the end of its output.
 func (r *replicaProcess) stop(shutdown time.Duration) error {
 	select {
 	case <-r.proc.Done():
-		return nil
+		return fmt.Errorf("replica process %d exited before it was stopped: %v; its output ends:\n%s", r.proc.Pid(), r.proc.Wait(), r.out)
 	default:
 	}
 	_ = r.proc.Cmd.Process.Signal(syscall.SIGTERM)
@@ -136,6 +139,9 @@ func (r *replicaProcess) stop(shutdown time.Duration) error {
 	defer t.Stop()
 	select {
 	case <-r.proc.Done():
+		if err := r.proc.Wait(); err != nil {
+			return fmt.Errorf("replica process %d: %w; its output ends:\n%s", r.proc.Pid(), err, r.out)
+		}
 		return nil
 	case <-t.C:
 	}
@@ -144,9 +150,10 @@ func (r *replicaProcess) stop(shutdown time.Duration) error {
 	return fmt.Errorf("replica process %d did not stop within %v of SIGTERM; killed", r.proc.Pid(), shutdown+processGrace)
 }
 
-// lineLogger passes each line a replica process logs to logger: as an
-// error when it says level=ERROR or is not a log record at all (a panic),
-// otherwise as a warning, which is the least the process logs.
+// lineLogger passes each line a replica process writes to logger: as a
+// warning when it is a level=WARN record, otherwise as an error. The
+// process logs at warn level, so anything else is an error record or not
+// a log record at all (a panic).
 type lineLogger struct {
 	logger *slog.Logger
 	rest   []byte
