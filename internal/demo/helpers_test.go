@@ -123,10 +123,7 @@ func assertReplicaProcessesGone(t *testing.T, r run) {
 		return
 	}
 	for _, s := range strings.Split(m[1], ", ") {
-		pid, _ := strconv.Atoi(s)
-		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-			t.Errorf("replica pid %d: kill -0 gave %v, want ESRCH (process gone)", pid, err)
-		}
+		assertGone(t, "replica", s)
 	}
 }
 
@@ -136,12 +133,7 @@ func assertReplicaProcessesGone(t *testing.T, r run) {
 func assertRedisGone(t *testing.T, r run) {
 	t.Helper()
 	if m := pidRE.FindStringSubmatch(r.stdout); m != nil {
-		pid, _ := strconv.Atoi(m[1])
-		// Signal 0 checks for existence. redisproc reaps its child, so a
-		// stopped server leaves no zombie behind that would still answer.
-		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-			t.Errorf("redis-server pid %d: kill -0 gave %v, want ESRCH (process gone)", pid, err)
-		}
+		assertGone(t, "redis-server", m[1])
 	}
 	if m := addrRE.FindStringSubmatch(r.stdout); m != nil {
 		if conn, err := net.DialTimeout("tcp", m[1], time.Second); err == nil {
@@ -157,3 +149,14 @@ func assertRedisGone(t *testing.T, r run) {
 var short = []string{"-buyers", "1000", "-stock", "50"}
 
 func args(extra ...string) []string { return append(append([]string{}, short...), extra...) }
+
+// assertGone checks that the process what with id pid no longer exists.
+// Signal 0 checks for existence; the demo reaps its children, so a stopped
+// one leaves no zombie behind that would still answer.
+func assertGone(t *testing.T, what, pid string) {
+	t.Helper()
+	id, _ := strconv.Atoi(pid)
+	if err := syscall.Kill(id, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("%s pid %d: kill -0 gave %v, want ESRCH (process gone)", what, id, err)
+	}
+}
