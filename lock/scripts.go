@@ -105,24 +105,28 @@ var testRetryScriptCalls = false
 
 // newScriptSet builds the scripts built on common.lua. Each is, in order:
 //
+//   - the release's fast path (release_fast.lua), which issues no token and
+//     so runs before any function below is defined;
 //   - token.lua, the clock and the fencing token, then tokenRule, which may
 //     replace its functions (Options.UnsafeCounterTokens);
-//   - the script's fast path (acquire_fast.lua, release_fast.lua), which
-//     settles the uncontended case and returns;
+//   - the acquire's fast path (acquire_fast.lua), which issues a token by
+//     that rule;
 //   - its general path, wrapped in a function that only the cases the fast
 //     path left run: common.lua, then rule, which may replace common.lua's
 //     functions, then the script's own text. Lua defines a function's local
 //     functions only when it runs, so the fast path pays for none of
 //     common.lua's helpers.
+//
+// The fast paths settle the uncontended case and return.
 func newScriptSet(tokenRule, rule string) *scriptSet {
-	build := func(fast, general string) *script {
-		return newScript(tokenLua + tokenRule + fast +
+	build := func(beforeToken, fast, general string) *script {
+		return newScript(beforeToken + tokenLua + tokenRule + fast +
 			"local function general()\n" + commonLua + rule + general + "\nend\nreturn general()\n")
 	}
 	return &scriptSet{
-		acquire:  build(acquireFastLua, acquireLua),
-		release:  build(releaseFastLua, releaseLua),
-		withdraw: build("", withdrawLua),
+		acquire:  build("", acquireFastLua, acquireLua),
+		release:  build(releaseFastLua, "", releaseLua),
+		withdraw: build("", "", withdrawLua),
 	}
 }
 

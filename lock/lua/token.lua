@@ -1,38 +1,40 @@
--- The first part of every script that can hand the lock over: the server's
--- clock and the fencing token. It comes before the script's fast path
--- (*_fast.lua), which runs before common.lua's helpers are even defined
--- (defining them costs more server time than the fast path's commands),
--- so that both paths issue tokens by the same rule.
+-- The server's clock and the fencing token, in every script that can hand
+-- the lock over. It comes before the acquire's fast path (acquire_fast.lua),
+-- which runs before common.lua's helpers are even defined (defining them
+-- costs more server time than the fast path's commands), so that both
+-- paths issue tokens by the same rule. The release's fast path issues no
+-- token and comes before this (release_fast.lua).
 --   KEYS[2]     fence: the last fencing token issued for this lock (string)
 --   ARGV[#ARGV] the fence counter's lifetime in ms ('0': it never expires)
 local fence_key, fence_ttl = KEYS[2], ARGV[#ARGV]
 
 -- The server's clock, read at most once per script. Every expiry is judged
 -- on this one clock, so clients' clocks never need to agree.
-local clock_us
+local clock
+local function time()
+  if not clock then clock = redis.call('TIME') end
+  return clock
+end
 local function now_us()
-  if not clock_us then
-    local t = redis.call('TIME')
-    clock_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
-  return clock_us
+  local t = time()
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
 -- Integers above 10^14 lose digits through Lua's default number formatting;
 -- '%.0f' prints every integer a double holds exactly (up to 2^53).
 local function int(n) return string.format('%.0f', n) end
 
--- set_fence stores tok as the last token, with the counter's lifetime, and
--- returns the one it replaces (nil if there was none): one command, SET
--- with GET. The lifetime is safe to give it because a token is never
+-- set_fence stores tok, a string of digits, as the last token, with the
+-- counter's lifetime, and returns the one it replaces (nil if there was
+-- none): one command, SET with GET. The lifetime is safe to give it because a token is never
 -- smaller than the clock (next_token below): once the counter has expired,
 -- the clock alone is larger than every earlier token, unless the server's
 -- clock stepped back by nearly the lifetime (Options.FenceTTL).
 local function set_fence(tok)
   if fence_ttl == '0' then
-    return redis.call('SET', fence_key, int(tok), 'GET')
+    return redis.call('SET', fence_key, tok, 'GET')
   end
-  return redis.call('SET', fence_key, int(tok), 'PX', fence_ttl, 'GET')
+  return redis.call('SET', fence_key, tok, 'PX', fence_ttl, 'GET')
 end
 
 -- next_token issues the fencing token of a new acquisition: the server's
@@ -54,11 +56,22 @@ end
 -- never step back by more. The counter's expiry (fence_ttl) is one more
 -- such loss, after a whole lifetime without an acquisition.
 local function next_token()
-  local tok = now_us()
+  -- The clock's digits, built as a string: string.format and the
+  -- arithmetic cost more server time than the rest of the fast path's
+  -- token. TIME gives the seconds and the microseconds (0 to 999999).
+  local t = time()
+  local tok = t[1] .. string.sub('00000' .. t[2], -6)
   local last = set_fence(tok)
-  if last and tonumber(last) >= tok then
-    tok = tonumber(last) + 1
-    set_fence(tok)
+  -- Strings of digits of one length compare as their numbers (the seconds
+  -- have 10 digits from 2001 to 2286), so the common case needs no
+  -- conversion: the counter is behind the clock.
+  if not last or (#last == #tok and last < tok) then
+    return tonumber(tok)
   end
-  return tok
+  local n = tonumber(tok)
+  if tonumber(last) >= n then
+    n = tonumber(last) + 1
+    set_fence(int(n))
+  end
+  return n
 end

@@ -13,6 +13,6 @@ next_token = function()
   else
     tok = now_us()
   end
-  set_fence(tok)
+  set_fence(int(tok))
   return tok
 end
