@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-ref/seckill/internal/testinfra/contention"
@@ -57,13 +58,90 @@ func instances(b *testing.B, srv *redistest.Server, impl string, procs int) []co
 	return out
 }
 
+// BenchmarkUncontended: one goroutine acquires and releases one name, with
+// the seed lock, this lock, and floorLock (the least any lock with fencing
+// tokens from the server's clock costs in Redis).
 func BenchmarkUncontended(b *testing.B) {
 	srv := redistest.Start(b)
-	for _, impl := range []string{"seed", "lock"} {
+	for _, impl := range []string{"seed", "lock", "floor"} {
 		b.Run(impl, func(b *testing.B) {
-			contention.BenchUncontended(b, instances(b, srv, impl, 1)[0], srv.Client())
+			var l contention.Lock = floorLock{srv.Client(), "floor:{hot}"}
+			if impl != "floor" {
+				l = instances(b, srv, impl, 1)[0]
+			}
+			contention.BenchUncontended(b, l, srv.Client())
 		})
 	}
+}
+
+// BenchmarkUncontendedParallel is BenchmarkUncontended with 8 goroutines
+// per core on one client, each on a name of its own: redis-server stays
+// busy, as it does when many clients share it, so its time per command
+// depends less on waking up for each one.
+func BenchmarkUncontendedParallel(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, impl := range []string{"seed", "lock", "floor"} {
+		b.Run(impl, func(b *testing.B) {
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 32})
+			b.Cleanup(func() { _ = c.Close() })
+			acquire := acquirer(b, c, impl, lock.Options{TTL: benchTTL, WaitTimeout: benchWait})
+			release, err := acquire("warm") // loads the scripts
+			if err != nil {
+				b.Fatal(err)
+			}
+			release()
+			report := contention.MeasureServer(b, srv.Client())
+			var next atomic.Int64
+			b.SetParallelism(8)
+			b.RunParallel(func(pb *testing.PB) {
+				name := strconv.FormatInt(next.Add(1), 10)
+				for pb.Next() {
+					release, err := acquire(name)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					release()
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "acq/s")
+			report(b.N)
+		})
+	}
+}
+
+// floorLock is not a usable lock (it never waits, and keeps no queue), but a
+// measure: what a lock must spend in Redis, at the least, to give each
+// holder a fencing token from the server's clock (lock/lua/token.lua) in
+// the script that takes the lock. That script runs SET NX PX, TIME and the
+// counter's SET … GET; the release is the seed lock's compare-and-delete.
+type floorLock struct {
+	c   *redis.Client
+	key string
+}
+
+var (
+	floorAcquire = redis.NewScript(`
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+local t = redis.call('TIME')
+local tok = t[1] .. string.sub('00000' .. t[2], -6)
+local last = redis.call('SET', KEYS[2], tok, 'PX', ARGV[3], 'GET')
+if last and (#last ~= #tok or last >= tok) then return -1 end
+return tonumber(tok)`)
+	floorRelease = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`)
+)
+
+func (f floorLock) Acquire(ctx context.Context) (func(), bool, error) {
+	owner := uuid.NewString()
+	tok, err := floorAcquire.Run(ctx, f.c, []string{f.key, f.key + ":fence"},
+		owner, benchTTL.Milliseconds(), lock.DefaultFenceTTL.Milliseconds()).Int64()
+	if err != nil || tok <= 0 {
+		return nil, false, err
+	}
+	return func() { _ = floorRelease.Run(ctx, f.c, []string{f.key}, owner).Err() }, true, nil
 }
 
 // BenchmarkContended: one hot key, g goroutines spread over p instances
@@ -114,32 +192,7 @@ func manyNames(b *testing.B, impl string, opts lock.Options) (admin *redis.Clien
 	srv := redistest.Start(b)
 	admin = srv.Client()
 	ctx := context.Background()
-	c := srv.Client()
-	var acquire func(name string) (release func(), err error)
-	switch impl {
-	case "seed":
-		m := &antipattern.SeedLock{Client: c, TTL: opts.TTL, Wait: opts.WaitTimeout, Retry: 10 * time.Millisecond}
-		acquire = func(name string) (func(), error) {
-			owner, ok, err := m.Lock(ctx, "seed:"+name)
-			if err != nil || !ok {
-				return nil, fmt.Errorf("seed lock %q: %v %w", name, ok, err)
-			}
-			return func() { _ = m.Unlock(ctx, "seed:"+name, owner) }, nil
-		}
-	case "lock":
-		l, err := lock.New(c, opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = l.Close() })
-		acquire = func(name string) (func(), error) {
-			lk, err := l.Acquire(ctx, name)
-			if err != nil {
-				return nil, err
-			}
-			return func() { _ = lk.Release(ctx) }, nil
-		}
-	}
+	acquire := acquirer(b, srv.Client(), impl, opts)
 	release, err := acquire("warm")
 	if err != nil {
 		b.Fatal(err)
@@ -169,6 +222,46 @@ func manyNames(b *testing.B, impl string, opts lock.Options) (admin *redis.Clien
 	b.ReportMetric(float64(usedMemory(b, admin)-before)/float64(names), "bytes/name")
 	b.Logf("%d acquisitions over %d names: %d keys left", b.N, names, keys)
 	return admin
+}
+
+// acquirer returns a function that acquires the lock called name with the
+// implementation impl ("seed", "lock" or "floor") on c, and its release.
+func acquirer(b *testing.B, c *redis.Client, impl string, opts lock.Options) func(name string) (release func(), err error) {
+	ctx := context.Background()
+	switch impl {
+	case "seed":
+		m := &antipattern.SeedLock{Client: c, TTL: opts.TTL, Wait: opts.WaitTimeout, Retry: 10 * time.Millisecond}
+		return func(name string) (func(), error) {
+			owner, ok, err := m.Lock(ctx, "seed:"+name)
+			if err != nil || !ok {
+				return nil, fmt.Errorf("seed lock %q: %v %w", name, ok, err)
+			}
+			return func() { _ = m.Unlock(ctx, "seed:"+name, owner) }, nil
+		}
+	case "lock":
+		l, err := lock.New(c, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = l.Close() })
+		return func(name string) (func(), error) {
+			lk, err := l.Acquire(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			return func() { _ = lk.Release(ctx) }, nil
+		}
+	case "floor":
+		return func(name string) (func(), error) {
+			release, ok, err := floorLock{c, "floor:{" + name + "}"}.Acquire(ctx)
+			if err != nil || !ok {
+				return nil, fmt.Errorf("floor lock %q: %v %w", name, ok, err)
+			}
+			return release, nil
+		}
+	}
+	b.Fatalf("no implementation %q", impl)
+	return nil
 }
 
 // usedMemory is the server's used_memory (INFO memory).
