@@ -28,7 +28,7 @@ const (
 	CountingTokens = `
 next_token = function()
   local tok = tonumber(redis.call('GET', fence_key) or '0') + 1
-  set_fence(tok)
+  set_fence(int(tok))
   return tok
 end
 `

@@ -9,15 +9,19 @@
 local fence_key, fence_ttl = KEYS[2], ARGV[#ARGV]
 
 -- The server's clock, read at most once per script. Every expiry is judged
--- on this one clock, so clients' clocks never need to agree.
-local clock
+-- on this one clock, so clients' clocks never need to agree. time returns
+-- TIME's reply (seconds, microseconds), now_us the same instant in µs.
+local clock, clock_us
 local function time()
   if not clock then clock = redis.call('TIME') end
   return clock
 end
 local function now_us()
-  local t = time()
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if not clock_us then
+    local t = time()
+    clock_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return clock_us
 end
 
 -- Integers above 10^14 lose digits through Lua's default number formatting;
@@ -26,10 +30,11 @@ local function int(n) return string.format('%.0f', n) end
 
 -- set_fence stores tok, a string of digits, as the last token, with the
 -- counter's lifetime, and returns the one it replaces (nil if there was
--- none): one command, SET with GET. The lifetime is safe to give it because a token is never
--- smaller than the clock (next_token below): once the counter has expired,
--- the clock alone is larger than every earlier token, unless the server's
--- clock stepped back by nearly the lifetime (Options.FenceTTL).
+-- none): one command, SET with GET. The lifetime is safe to give it
+-- because a token is never smaller than the clock (next_token below): once
+-- the counter has expired, the clock alone is larger than every earlier
+-- token, unless the server's clock stepped back by nearly the lifetime
+-- (Options.FenceTTL).
 local function set_fence(tok)
   if fence_ttl == '0' then
     return redis.call('SET', fence_key, tok, 'GET')
