@@ -180,7 +180,7 @@ func TestAntipatternGetThenDeleteRace(t *testing.T) {
 	if err := lkA.Release(ctx); !errors.Is(err, lock.ErrNotHeld) && !errors.Is(err, lock.ErrLeaseLost) {
 		t.Fatalf("A's late Release = %v, want ErrNotHeld", err)
 	}
-	if got := c.Get(ctx, lockKey("good")).Val(); got != lkB.Owner() {
+	if got := holder(c, "good"); got != lkB.Owner() {
 		t.Fatalf("lock value = %q after A's release, want B's owner", got)
 	}
 	release(t, lkB)

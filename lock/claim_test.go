@@ -123,7 +123,7 @@ func grantToCrashedProcess(t *testing.T) (time.Duration, error) {
 	cut := time.AfterFunc(crashedGranteeBound, cancel)
 	defer cut.Stop()
 	release(t, lkA)
-	if owner := c.Get(ctx, lockKey(childName)).Val(); owner != ticketB || ticketB == "" {
+	if owner := holder(c, childName); owner != ticketB || ticketB == "" {
 		t.Fatalf("after the release the lock is held by %q, want the killed process's ticket %q: its place had expired, and the test tested nothing", owner, ticketB)
 	}
 	r := <-got

@@ -71,7 +71,7 @@ func acquireRacingClose(t *testing.T) error {
 		if !errors.Is(r.err, lock.ErrClosed) {
 			return fmt.Errorf("Acquire during Close: got %v, want ErrClosed", r.err)
 		}
-		if owner := c.Get(ctx, lockKey("closing")).Val(); owner != "" {
+		if owner := holder(c, "closing"); owner != "" {
 			return fmt.Errorf("Acquire returned ErrClosed but left the lock held by %q", owner)
 		}
 		return nil

@@ -137,9 +137,12 @@
 // them (redis.Script). Each has a fast path for the uncontended case, which
 // runs before the helpers of the queue are even defined: an acquire is
 // EXISTS (queue and tombstone in one), SET NX PX, TIME and one SET for the
-// token; a release is GET, DEL and LPOP on the queue, which is empty. With
-// nobody waiting, neither touches the queue's keys beyond that, and
-// neither leaves a key behind but the fence counter.
+// token; a release is GET and DEL. While processes are queued, the lock's
+// value carries a mark (its owner's ticket followed by " q"), written when
+// a process queues and with every grant, so the release learns from its
+// GET whether the queue needs serving: with nobody waiting, the release
+// does not touch the queue at all, and neither leaves a key behind but the
+// fence counter.
 //
 // A call that fails without a reply from the server (a timeout, a broken
 // connection) may still have run, or may still arrive later. Acquire then
@@ -164,7 +167,7 @@
 // A lock called name uses these keys, all with the hash tag {name} so that
 // in Redis Cluster they share a slot and one script can touch them all:
 //
-//	lock:{name}          the owner's UUID, with the lease as its TTL
+//	lock:{name}          the owner's UUID (then " q" while processes are queued), with the lease as its TTL
 //	lock:{name}:fence    the last fencing token (expires FenceTTL after it was issued)
 //	lock:{name}:queue    ids of waiting processes, oldest first
 //	lock:{name}:waiters  each waiting process's ticket, entry expiry and leases

@@ -54,6 +54,11 @@ live_entry = function(pid)
   return redis.call('HGET', waiters_key, pid) or nil
 end
 `
+	// UnmarkedQueue never marks the lock's value when processes queue or
+	// are granted it: a release then cannot tell that anyone is waiting.
+	UnmarkedQueue = `
+queued = ''
+`
 )
 
 // UseScriptRule makes Lockers created from now on run scripts with rule

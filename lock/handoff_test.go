@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -58,6 +59,67 @@ func TestHandOffNeedsNoPolling(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("16 hand-offs took %v", took)
 	}
+}
+
+// A release whose fast path finds the lock's value unmarked deletes it and
+// looks no further (GET, DEL): the mark that processes are queued is what
+// makes it serve the queue. B and C queue behind A; A's release grants B;
+// B's release, with no waiter of its own, must hand the lock to C in the
+// same script, so C holds it the moment B's Release returns. The control
+// never marks the value: A's and B's releases leave the lock free, and the
+// next in line waits for its re-check (every 200 ms here) to be served.
+func TestReleaseServesTheQueueItFinds(t *testing.T) {
+	if err := releaseToNextInLine(t); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestReleaseServesTheQueueControlUnmarked(t *testing.T) {
+	mustCatch(t, scriptRule(lock.UnmarkedQueue),
+		"the lock went to C without the mark: the test would not catch a release that skips the queue",
+		releaseToNextInLine)
+}
+
+func releaseToNextInLine(t *testing.T) error {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	ctx := context.Background()
+	opts := lock.Options{RecheckInterval: 200 * time.Millisecond, WaitTimeout: 20 * time.Second}
+	a, b, cl := newLocker(t, srv, opts), newLocker(t, srv, opts), newLocker(t, srv, opts)
+	lkA := mustAcquire(t, a, "next")
+	gotB := acquireAsync(t, ctx, b, "next")
+	awaitRedisQueue(t, c, "next", true)
+	cctx, cancelC := context.WithCancel(ctx)
+	defer cancelC()
+	gotC := make(chan *lock.Lock, 1)
+	go func() {
+		lk, _ := cl.Acquire(cctx, "next") // nil when cancelled below
+		gotC <- lk
+	}()
+	eventually(t, 5*time.Second, "C to queue behind B", func() bool {
+		return c.LLen(ctx, lockKey("next")+":queue").Val() == 2
+	})
+	release(t, lkA)
+	lkB := <-gotB
+	if lkB == nil {
+		t.FailNow()
+	}
+	release(t, lkB)
+	after := holder(c, "next")
+	if after == "" {
+		cancelC() // C would wait for its re-check
+		<-gotC
+		return fmt.Errorf("right after B's release the lock was free: C, next in line, was not granted it")
+	}
+	lkC := <-gotC
+	if lkC == nil {
+		return fmt.Errorf("C's Acquire failed")
+	}
+	release(t, lkC)
+	if after != lkC.Owner() {
+		return fmt.Errorf("right after B's release the lock was held by %q, want C's ticket %q", after, lkC.Owner())
+	}
+	return nil
 }
 
 // Goroutines of one process are served in the order they arrived.

@@ -37,6 +37,13 @@ func newLocker(t *testing.T, srv *redistest.Server, opts lock.Options) *lock.Loc
 // lockKey is the Redis key of the lock called name with the default prefix.
 func lockKey(name string) string { return lock.DefaultPrefix + "{" + name + "}" }
 
+// holder is the ticket that holds the lock called name in the Redis behind
+// c ("" when nobody does): the lock's value, without the mark " q" that it
+// carries while processes are queued.
+func holder(c redis.UniversalClient, name string) string {
+	return strings.TrimSuffix(c.Get(context.Background(), lockKey(name)).Val(), " q")
+}
+
 // eventually polls cond every millisecond or so until it holds or timeout
 // passes. It waits for a condition, never for time to pass.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {

@@ -112,7 +112,7 @@ func TestOnlyOwnerReleases(t *testing.T) {
 	if !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("late Release = %v, want ErrNotHeld", err)
 	}
-	if got := c.Get(ctx, lockKey("res")).Val(); got != lkB.Owner() {
+	if got := holder(c, "res"); got != lkB.Owner() {
 		t.Fatalf("after A's late Release the lock holds %q, want B's owner %q", got, lkB.Owner())
 	}
 	if err := lkB.Extend(ctx); err != nil {

@@ -243,7 +243,7 @@ func TestWaitReplicasAcknowledgement(t *testing.T) {
 	l := newLocker(t, master, lock.Options{WaitReplicas: 1, WaitReplicasTimeout: 200 * time.Millisecond})
 
 	lk := mustAcquire(t, l, "res")
-	if got := replica.Client().Get(ctx, lockKey("res")).Val(); got != lk.Owner() {
+	if got := holder(replica.Client(), "res"); got != lk.Owner() {
 		t.Fatalf("replica has %q right after Acquire, want the owner %q", got, lk.Owner())
 	}
 	release(t, lk)

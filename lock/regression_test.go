@@ -57,7 +57,7 @@ func TestQueueForgottenAfterLocalHandOff(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("1s after the last Release of a free lock: TryAcquire = %v; GET lock = %q; still subscribed to %d channel(s)",
-				err, c.Get(ctx, lockKey("res")).Val(), c.PubSubNumSub(ctx, channel).Val()[channel])
+				err, holder(c, "res"), c.PubSubNumSub(ctx, channel).Val()[channel])
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -96,7 +96,7 @@ func TestCloseWithdrawsQueuedTicket(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after a clean Close of the only waiter and the holder's Release, TryAcquire = %v; "+
 			"the lock is held by %q (PTTL %v): a ticket of the closed Locker", err,
-			c.Get(ctx, lockKey("res")).Val(), c.PTTL(ctx, lockKey("res")).Val())
+			holder(c, "res"), c.PTTL(ctx, lockKey("res")).Val())
 	}
 	release(t, lk)
 }
@@ -175,7 +175,7 @@ func TestGrantDuringWithdrawIsNotHandedOut(t *testing.T) {
 	eventually(t, 5*time.Second, "the delayed withdraw(T) to land", func() bool {
 		return admin.Exists(ctx, lockKey("res")+":void:"+ticketT).Val() == 1
 	})
-	if got := admin.Get(ctx, lockKey("res")).Val(); got != lkP.Owner() {
+	if got := holder(admin, "res"); got != lkP.Owner() {
 		t.Fatalf("W2's live Lock %q is not the lock's owner in Redis (%q)", lkP.Owner(), got)
 	}
 	if lkR, err := r.TryAcquire(ctx, "res"); err == nil {
@@ -294,7 +294,7 @@ func TestRetriedReleaseIsIdempotent(t *testing.T) {
 	lk, err := other.TryAcquire(ctx, "res")
 	if err != nil {
 		t.Fatalf("after the last holder released, TryAcquire = %v; the lock is held by %q (g2 was %q) for PTTL %v",
-			err, admin.Get(ctx, lockKey("res")).Val(), g2.Owner(), admin.PTTL(ctx, lockKey("res")).Val())
+			err, holder(admin, "res"), g2.Owner(), admin.PTTL(ctx, lockKey("res")).Val())
 	}
 	release(t, lk)
 }

@@ -98,7 +98,7 @@ func lostRegistrationReply(t *testing.T) error {
 	})
 	t.Logf("registration of %s: its reply was lost; sent again: %v; L's owner %s", f.ticket(), f.retried.Load(), lk.Owner())
 	for _, ticket := range []string{lk.Owner(), f.ticket()} {
-		if owner := admin.Get(ctx, lockKey("res")).Val(); owner == ticket {
+		if owner := holder(admin, "res"); owner == ticket {
 			return fmt.Errorf("the lock is held by %q, a ticket already granted and released (or withdrawn), for another %v, and nobody will release it",
 				owner, admin.PTTL(ctx, lockKey("res")).Val())
 		}
@@ -222,7 +222,7 @@ func lateUncontendedAttempt(t *testing.T) error {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the held-back attempt never ran: the interleaving was not forced")
 	}
-	if owner := admin.Get(ctx, lockKey("res")).Val(); owner != "" {
+	if owner := holder(admin, "res"); owner != "" {
 		return fmt.Errorf("after the Lock %q was released, a late attempt took the lock for %q, for another %v, and nobody will release it",
 			lk.Owner(), owner, admin.PTTL(ctx, lockKey("res")).Val())
 	}

@@ -83,7 +83,7 @@ func closeDuringRelease(t *testing.T) error {
 		return nil
 	}
 	return fmt.Errorf("after Close returned and the in-flight Release returned, the lock is held by %q (the released Lock was %q) for another %v: a ticket of the closed Locker holds it",
-		r.admin.Get(ctx, lockKey("res")).Val(), r.lk.Owner(), r.admin.PTTL(ctx, lockKey("res")).Val())
+		holder(r.admin, "res"), r.lk.Owner(), r.admin.PTTL(ctx, lockKey("res")).Val())
 }
 
 // waiterLeavesDuringRelease: the same without Close. The waiting goroutine
@@ -112,7 +112,7 @@ func waiterLeavesDuringRelease(t *testing.T) error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("5 s after the release, the lock is held by %q (the released Lock was %q) for another %v, and nobody in the process wants it",
-				r.admin.Get(ctx, lockKey("res")).Val(), r.lk.Owner(), r.admin.PTTL(ctx, lockKey("res")).Val())
+				holder(r.admin, "res"), r.lk.Owner(), r.admin.PTTL(ctx, lockKey("res")).Val())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -162,7 +162,7 @@ func closeDuringReleaseWithOthersQueued(t *testing.T) error {
 	}
 	release(t, lkQ) // hands the lock to the next live entry: the closed Locker's
 	return fmt.Errorf("after Close returned, the closed Locker still stands in the queue (%v); q's release then granted the lock to %q, PTTL %v",
-		entries, r.admin.Get(ctx, lockKey("res")).Val(), r.admin.PTTL(ctx, lockKey("res")).Val())
+		entries, holder(r.admin, "res"), r.admin.PTTL(ctx, lockKey("res")).Val())
 }
 
 // requeueRace sets up the interleaving of the tests above: process p holds
@@ -240,7 +240,7 @@ func (r *requeueRace) ran() {
 	if !r.dropped.Load() {
 		r.t.Fatal("the release's reply was to be lost, and was not: the interleaving was not forced")
 	}
-	if owner := r.admin.Get(context.Background(), lockKey("res")).Val(); owner == r.lk.Owner() {
+	if owner := holder(r.admin, "res"); owner == r.lk.Owner() {
 		r.t.Fatal("the released Lock still holds the lock: the delayed release never ran")
 	}
 }

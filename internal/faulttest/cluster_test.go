@@ -390,12 +390,14 @@ func waitHold(ctx context.Context, r, observer *replica, id, minSold int64, fres
 // prefix, then the name as a hash tag).
 func lockKey(id int64) string { return "lock:{" + seckill.LockName(id) + "}" }
 
-// lockState reads who owns a product's lock in the Redis at addr and how
-// long its lease has left (-2 ms: no such key).
+// lockState reads who owns a product's lock in the Redis at addr (the
+// lock's value without the mark " q" it carries while processes are
+// queued) and how long its lease has left (-2 ms: no such key).
 func lockState(ctx context.Context, addr string, id int64) (owner string, ttl time.Duration, err error) {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
 	owner, err = c.Get(ctx, lockKey(id)).Result()
+	owner = strings.TrimSuffix(owner, " q")
 	if errors.Is(err, redis.Nil) {
 		return "", -2 * time.Millisecond, nil
 	}

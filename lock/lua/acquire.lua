@@ -14,7 +14,7 @@ local ticket, ttl, pid, mode, lease, channel =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
 
 local cur = redis.call('GET', lock_key)
-if cur == ticket then
+if owns(cur, ticket) then
   -- Granted to this ticket by a release whose message we have not seen (or
   -- lost), with a claim lease: take it, with the full lease. Nobody can
   -- have acquired since, so the fence holds our token: the grant set the
@@ -72,7 +72,7 @@ if not cur then
     if gticket ~= ticket then
       -- An older ticket of ours was still queued: the grant is ours
       -- either way, and goes to the ticket the caller is waiting on.
-      redis.call('SET', lock_key, ticket, 'PX', gttl)
+      redis.call('SET', lock_key, ticket .. queued, 'PX', gttl)
     end
     return {1, tok, gttl}
   end

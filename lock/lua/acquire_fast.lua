@@ -9,7 +9,8 @@ if ARGV[4] == '0' and redis.call('EXISTS', KEYS[3], KEYS[5]) == 0 then
   if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     return {1, next_token(), tonumber(ARGV[2])}
   end
-  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  local cur = redis.call('GET', KEYS[1])
+  if cur ~= ARGV[1] and cur ~= ARGV[1] .. ' q' then
     return {0, 0, redis.call('PTTL', KEYS[1])}
   end
 end

@@ -2,7 +2,8 @@
 -- the script's fast path: the helpers of its general path. The keys of one
 -- lock share a hash tag, so they sit in one Cluster slot and one script may
 -- touch them all:
---   KEYS[1] lock     string: the owner's UUID, with the lease as its TTL
+--   KEYS[1] lock     string: the owner's UUID, with the lease as its TTL;
+--                    followed by ' q' while processes are queued (below)
 --   KEYS[2] fence    string: the last fencing token issued (token.lua)
 --   KEYS[3] queue    list:   ids of processes waiting, oldest first
 --   KEYS[4] waiters  hash:   process id -> "<expiry ms> <ttl ms> <claim ms> <ticket>",
@@ -14,6 +15,23 @@
 local lock_key, queue_key, waiters_key, tombstone_key = KEYS[1], KEYS[3], KEYS[4], KEYS[5]
 
 local function now_ms() return math.floor(now_us() / 1000) end
+
+-- While processes are queued, the lock's value is its owner's ticket
+-- followed by queued, so that a release learns from the GET it does
+-- anyway that the queue needs serving, and touches the queue only then
+-- (release_fast.lua). Every write of a held lock while the queue exists
+-- carries the mark: enqueue marks the holder's value when it puts a
+-- process in line, and a grant marks its grantee's. A value is unmarked
+-- only where the queue is known to be empty: acquire_fast.lua (EXISTS),
+-- and a lock taken or kept when the queue is empty (acquire.lua,
+-- release.lua). A mark left after the queue emptied, or expired, costs
+-- its release one look at the queue, nothing more.
+local queued = ' q'
+
+-- owns reports whether the lock's value v belongs to ticket.
+local function owns(v, ticket)
+  return v == ticket or v == ticket .. queued
+end
 
 -- withdrawn reports whether the ticket whose tombstone is key was withdrawn.
 local function withdrawn(key)
@@ -51,6 +69,10 @@ local function enqueue(pid, ticket, ttl, lease, standing)
     -- may have left its id in the list; one place per process.
     redis.call('LREM', queue_key, 0, pid)
     redis.call('RPUSH', queue_key, pid)
+    local cur = redis.call('GET', lock_key)
+    if cur and string.sub(cur, -#queued) ~= queued then
+      redis.call('SET', lock_key, cur .. queued, 'KEEPTTL')
+    end
   end
   redis.call('HSET', waiters_key, pid, int(now_ms() + lease) .. ' ' .. ttl .. ' ' .. int(lease) .. ' ' .. ticket)
   -- The queue keys outlive every entry, and are only ever extended: a
@@ -80,13 +102,13 @@ end
 -- fencing token, in this same script. No other client can take the lock in
 -- between, so the hand-off is in queue order and costs the next holder no
 -- round trip. Other processes learn of their grant from the message on the
--- lock's channel; the caller (me) learns from the reply. first, if set, is
--- the head of the queue, already popped by the caller. Returns the process
--- id, ticket, token and lease in ms, or nil when nobody live is waiting.
-local function grant_next(channel, me, first)
+-- lock's channel; the caller (me) learns from the reply. The grantee's
+-- value is marked queued: others may be in line behind it. Returns the
+-- process id, ticket, token and lease in ms, or nil when nobody live is
+-- waiting.
+local function grant_next(channel, me)
   while true do
-    local pid = first or redis.call('LPOP', queue_key)
-    first = nil
+    local pid = redis.call('LPOP', queue_key)
     if not pid then return nil end
     local entry = redis.call('HGET', waiters_key, pid)
     if entry then
@@ -94,7 +116,7 @@ local function grant_next(channel, me, first)
       local expiry, ttl, claim, ticket = string.match(entry, '^(%d+) (%d+) (%d+) (.+)$')
       if expiry and tonumber(expiry) > now_ms() then
         local px = grant_lease(pid, me, ttl, claim)
-        redis.call('SET', lock_key, ticket, 'PX', px)
+        redis.call('SET', lock_key, ticket .. queued, 'PX', px)
         -- Whose turn it is (release.lua's burst): a run of one, for this
         -- ticket's hold only. If that was the last entry, the hash is
         -- gone; the record it recreates expires with the lease the

@@ -1,8 +1,8 @@
 -- release: delete the lock if ARGV[1] still owns it (compare-and-delete in
 -- one script, so a lease that expired and was taken by someone else is never
 -- deleted), then hand the free lock to the next waiting process. This is
--- the general path, after the fast path (release_fast.lua): cur, released
--- and fetched are what that found and did.
+-- the general path, after the fast path (release_fast.lua): cur and fetched
+-- are what that found.
 --   ARGV[1] owner      ARGV[2] process id
 --   ARGV[3] ticket to queue this process with ('' = do not queue): the
 --           releaser's process has more local waiters
@@ -30,10 +30,11 @@ if not fetched then
     requeue = ''
   end
   cur = redis.call('GET', lock_key)
-  if cur == owner then
-    redis.call('DEL', lock_key)
-    released = 1
-  end
+end
+local released = 0
+if owns(cur, owner) then
+  redis.call('DEL', lock_key)
+  released = 1
 end
 if requeue ~= '' and (released == 1 or not cur) then
   -- The releaser's process has more goroutines waiting. Handing the lock
@@ -54,10 +55,12 @@ if requeue ~= '' and (released == 1 or not cur) then
   end
   local others = redis.call('LLEN', queue_key) > 0
   if not others or (tpid == pid and tcount < burst) then
-    redis.call('SET', lock_key, requeue, 'PX', ttl)
     if others then
+      redis.call('SET', lock_key, requeue .. queued, 'PX', ttl)
       -- The queue's entries keep the hash (and its expiry) alive.
       redis.call('HSET', waiters_key, 'turn', pid .. ' ' .. (tcount + 1) .. ' ' .. requeue)
+    else
+      redis.call('SET', lock_key, requeue, 'PX', ttl)
     end
     return {released, 1, next_token(), tonumber(ttl), requeue}
   end
@@ -66,7 +69,7 @@ if requeue ~= '' then
   enqueue(pid, requeue, ttl, lease)
 end
 if released == 1 or not cur then
-  local gpid, gticket, tok, gttl = grant_next(channel, pid, head)
+  local gpid, gticket, tok, gttl = grant_next(channel, pid)
   if gpid == pid then
     return {released, 1, tok, gttl, gticket}
   end

@@ -17,7 +17,7 @@ if entry and string.sub(entry, -#ticket) == ticket then
   redis.call('HDEL', waiters_key, pid)
   redis.call('LREM', queue_key, 0, pid)
 end
-if redis.call('GET', lock_key) == ticket then
+if owns(redis.call('GET', lock_key), ticket) then
   redis.call('DEL', lock_key)
   -- Publish even a grant to our own process: its driver is not in this call.
   grant_next(channel, '')
