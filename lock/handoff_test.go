@@ -63,11 +63,12 @@ func TestHandOffNeedsNoPolling(t *testing.T) {
 
 // A release whose fast path finds the lock's value unmarked deletes it and
 // looks no further (GET, DEL): the mark that processes are queued is what
-// makes it serve the queue. B and C queue behind A; A's release grants B;
-// B's release, with no waiter of its own, must hand the lock to C in the
-// same script, so C holds it the moment B's Release returns. The control
-// never marks the value: A's and B's releases leave the lock free, and the
-// next in line waits for its re-check (every 200 ms here) to be served.
+// makes it serve the queue. B and C queue behind A. A's release (its value
+// marked when B queued) must grant B, and B's release (its value marked by
+// its grant), with no waiter of its own, must grant C, each in the same
+// script: the next in line holds the lock the moment the Release returns.
+// The control never marks the value, and A's release leaves the lock free.
+// Re-checks, which would also serve the queue, are a minute apart here.
 func TestReleaseServesTheQueueItFinds(t *testing.T) {
 	if err := releaseToNextInLine(t); err != nil {
 		t.Error(err)
@@ -76,50 +77,65 @@ func TestReleaseServesTheQueueItFinds(t *testing.T) {
 
 func TestReleaseServesTheQueueControlUnmarked(t *testing.T) {
 	mustCatch(t, scriptRule(lock.UnmarkedQueue),
-		"the lock went to C without the mark: the test would not catch a release that skips the queue",
+		"the lock went to the next in line without the mark: the test would not catch a release that skips the queue",
 		releaseToNextInLine)
 }
 
 func releaseToNextInLine(t *testing.T) error {
 	srv := redistest.Start(t)
 	c := srv.Client()
-	ctx := context.Background()
-	opts := lock.Options{RecheckInterval: 200 * time.Millisecond, WaitTimeout: 20 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opts := lock.Options{RecheckInterval: time.Minute, WaitTimeout: 20 * time.Second}
 	a, b, cl := newLocker(t, srv, opts), newLocker(t, srv, opts), newLocker(t, srv, opts)
+	// Acquire in the background; nil when cancelled (the control's case).
+	acquire := func(l *lock.Locker) <-chan *lock.Lock {
+		got := make(chan *lock.Lock, 1)
+		go func() {
+			lk, _ := l.Acquire(ctx, "next")
+			got <- lk
+		}()
+		return got
+	}
 	lkA := mustAcquire(t, a, "next")
-	gotB := acquireAsync(t, ctx, b, "next")
+	gotB := acquire(b)
 	awaitRedisQueue(t, c, "next", true)
-	cctx, cancelC := context.WithCancel(ctx)
-	defer cancelC()
-	gotC := make(chan *lock.Lock, 1)
-	go func() {
-		lk, _ := cl.Acquire(cctx, "next") // nil when cancelled below
-		gotC <- lk
-	}()
+	gotC := acquire(cl)
 	eventually(t, 5*time.Second, "C to queue behind B", func() bool {
 		return c.LLen(ctx, lockKey("next")+":queue").Val() == 2
 	})
-	release(t, lkA)
-	lkB := <-gotB
-	if lkB == nil {
-		t.FailNow()
+	// handOver releases lk and returns the next in line's Lock, which must
+	// hold the lock as soon as the release has returned.
+	handOver := func(who string, lk *lock.Lock, next <-chan *lock.Lock) (*lock.Lock, error) {
+		release(t, lk)
+		after := holder(c, "next")
+		if after == "" {
+			cancel() // the waiters would wait for their re-check
+			return nil, fmt.Errorf("right after %s's release the lock was free: the next in line was not granted it", who)
+		}
+		lkNext := <-next
+		if lkNext == nil {
+			return nil, fmt.Errorf("the Acquire after %s's release failed", who)
+		}
+		if after != lkNext.Owner() {
+			return lkNext, fmt.Errorf("right after %s's release the lock was held by %q, want the next in line's ticket %q", who, after, lkNext.Owner())
+		}
+		return lkNext, nil
 	}
-	release(t, lkB)
-	after := holder(c, "next")
-	if after == "" {
-		cancelC() // C would wait for its re-check
+	lkB, err := handOver("A", lkA, gotB)
+	if err != nil {
+		if lkB != nil {
+			release(t, lkB)
+		}
+		cancel()
 		<-gotC
-		return fmt.Errorf("right after B's release the lock was free: C, next in line, was not granted it")
+		return err
 	}
-	lkC := <-gotC
-	if lkC == nil {
-		return fmt.Errorf("C's Acquire failed")
+	lkC, err := handOver("B", lkB, gotC)
+	if lkC != nil {
+		release(t, lkC)
 	}
-	release(t, lkC)
-	if after != lkC.Owner() {
-		return fmt.Errorf("right after B's release the lock was held by %q, want C's ticket %q", after, lkC.Owner())
-	}
-	return nil
+	return err
 }
 
 // Goroutines of one process are served in the order they arrived.

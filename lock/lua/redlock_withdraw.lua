@@ -8,7 +8,10 @@
 -- Returns 1 if this call or an earlier run of it deleted the lock.
 local again = redis.call('EXISTS', KEYS[2]) == 1
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+-- The value may carry the mark ' q' (common.lua) like any lock's, though
+-- no Redlock acquisition queues.
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] or cur == ARGV[1] .. ' q' then
   redis.call('DEL', KEYS[1])
   redis.call('PUBLISH', ARGV[2], 'wake')
   return 1

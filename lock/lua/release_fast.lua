@@ -1,6 +1,6 @@
 -- release, fast path (the arguments are release.lua's). With no ticket to
 -- queue, and the lock's value our ticket alone, without the mark that
--- processes are queued (common.lua, mark_queued): compare and delete, and
+-- processes are queued (common.lua, queued): compare and delete, and
 -- that is all (GET, DEL); nobody is owed the lock. Otherwise the general
 -- path, release.lua, goes on from what this found (cur), if it looked at
 -- all (fetched). It issues no token, so it comes first in the script,
