@@ -57,7 +57,7 @@ if mode == '2' then
   end
 end
 if mode ~= '0' then
-  enqueue(pid, ticket, ttl, lease, mode == '2') -- mode '2' found its entry live
+  enqueue(pid, ticket, ttl, lease, mode == '2', cur) -- mode '2' found its entry live
 end
 if not cur then
   -- Free, and a queue exists (the caller may be in it): serve it in order

@@ -62,14 +62,14 @@ end
 -- process refreshes it, so a crashed process drops out of the queue; a grant
 -- to another process starts with a claim lease as long as the entry's.
 -- standing: the caller has just seen pid's live entry (no need to read it
--- again).
-local function enqueue(pid, ticket, ttl, lease, standing)
+-- again). cur: the lock's value now (nil when it is free), which a process
+-- new in line marks queued.
+local function enqueue(pid, ticket, ttl, lease, standing, cur)
   if not standing and not live_entry(pid) then
     -- Not in line: never queued, or its entry expired. An expired entry
     -- may have left its id in the list; one place per process.
     redis.call('LREM', queue_key, 0, pid)
     redis.call('RPUSH', queue_key, pid)
-    local cur = redis.call('GET', lock_key)
     if cur and string.sub(cur, -#queued) ~= queued then
       redis.call('SET', lock_key, cur .. queued, 'KEEPTTL')
     end

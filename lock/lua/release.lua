@@ -66,7 +66,10 @@ if requeue ~= '' and (released == 1 or not cur) then
   end
 end
 if requeue ~= '' then
-  enqueue(pid, requeue, ttl, lease)
+  -- cur still holds the lock, unless this release deleted it.
+  local holder = cur
+  if released == 1 then holder = nil end
+  enqueue(pid, requeue, ttl, lease, false, holder)
 end
 if released == 1 or not cur then
   local gpid, gticket, tok, gttl = grant_next(channel, pid)
