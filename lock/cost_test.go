@@ -13,8 +13,8 @@ import (
 )
 
 // An uncontended acquire and release run these commands in Redis, and no
-// others: two scripts; in the acquire, EXISTS on the queue and the ticket's
-// tombstone, SET NX PX, TIME and the token's SET; in the release, GET and
+// others: two scripts; in the acquire, SET NX PX, EXISTS on the queue and
+// the ticket's tombstone, TIME and the token's SET; in the release, GET and
 // DEL. The release does not touch the queue (the lock's value says nobody
 // is queued), and leaves no tombstone.
 func TestUncontendedAcquireReleaseCommands(t *testing.T) {

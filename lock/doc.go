@@ -136,7 +136,7 @@
 // are sent with EVALSHA and fall back to EVAL when the server does not know
 // them (redis.Script). Each has a fast path for the uncontended case, which
 // runs before the helpers of the queue are even defined: an acquire is
-// EXISTS (queue and tombstone in one), SET NX PX, TIME and one SET for the
+// SET NX PX, EXISTS (queue and tombstone in one), TIME and one SET for the
 // token; a release is GET and DEL. While processes are queued, the lock's
 // value carries a mark (its owner's ticket followed by " q"), written when
 // a process queues and with every grant, so the release learns from its
