@@ -26,8 +26,8 @@ const shutdownTimeout = 5 * time.Second
 // cluster is the replicas of one sale, on loopback ports, sharing one
 // Redis and one SQLite file in a temporary directory of their own, as
 // separate processes on one host would. They run in this process, except
-// those of the local lock mode when ReplicaCommand is set (and no Chaos
-// function is), which run as processes of their own.
+// those of the local lock mode and of no lock when ReplicaCommand is set
+// (and no Chaos function is), which run as processes of their own.
 type cluster struct {
 	dir       string // the temporary directory; removed by Close
 	db        string // the SQLite file in it, or the PostgreSQL URL
@@ -64,7 +64,7 @@ func startCluster(ctx context.Context, n int, cfg app.Config, logger *slog.Logge
 	}
 	cfg.ShutdownTimeout = shutdownTimeout
 	// A Chaos function cannot be passed to a process (Config.Environ).
-	separate := cfg.Lock == app.LockLocal && ReplicaCommand != nil && cfg.Chaos == nil
+	separate := (cfg.Lock == app.LockLocal || cfg.Lock == app.LockNone) && ReplicaCommand != nil && cfg.Chaos == nil
 	for i := range n {
 		add := c.add
 		if separate {
@@ -126,7 +126,7 @@ func (c *cluster) pids() string {
 // counters sums the replicas' fence rejections and lost leases: what the
 // sale's report cannot see from outside, and what shows that a fault
 // really happened and what stopped it. Replica processes are not counted:
-// they run the local lock, which has neither fences nor leases.
+// they run the local lock or none, which have neither fences nor leases.
 func (c *cluster) counters() (fenceRejected, leasesLost int64) {
 	for _, s := range c.servers {
 		fenceRejected += s.Metrics().FenceRejections()

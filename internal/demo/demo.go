@@ -106,7 +106,11 @@ func runSale(ctx context.Context, o options, rds *redisHandle, logs *replicaLogs
 	}()
 	fmt.Fprintf(stdout, "demo: %d replica(s) %s sharing %s\n", len(c.urls), strings.Join(c.urls, " "), c.db)
 	if len(c.processes) > 0 {
-		fmt.Fprintf(stdout, "demo: the replicas run as processes of their own (pids %s): the local lock is one mutex per process\n", c.pids())
+		why := "" // -lock none: nothing is shared but Redis and the database
+		if cfg.Lock == app.LockLocal {
+			why = ": the local lock is one mutex per process"
+		}
+		fmt.Fprintf(stdout, "demo: the replicas run as processes of their own (pids %s)%s\n", c.pids(), why)
 	}
 	fmt.Fprintf(stdout, "demo: %s\n", describeService(cfg))
 	fmt.Fprintf(stdout, "demo: dashboard: %s/dashboard (any replica; -keep keeps it up after the sale)\n", c.urls[0])

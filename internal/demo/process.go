@@ -21,15 +21,15 @@ import (
 // ReplicaCommand, when set, returns a command that runs one replica of the
 // service configured by its environment (app.Config.Environ, added to the
 // command's own Env): the program's own "serve". The seckill binary sets it. The demo then runs the
-// replicas of the local lock mode as processes of their own; when it is
-// nil, they run in this process like the others.
+// replicas of the local lock mode and of no lock as processes of their
+// own; when it is nil, they run in this process like the others.
 //
 // The local lock is one mutex per process, and its oversell needs two
 // processes' purchases to overlap. Replicas in one process share one Go
 // scheduler, and under a burst they tend to take turns: in about one sale
 // in twenty, each replica's purchases fell between the other's and nothing
 // was oversold. As processes, as they are deployed, they overlap from the
-// first purchases on.
+// first purchases on. The lost updates of no lock need the same overlap.
 var ReplicaCommand func() (*exec.Cmd, error)
 
 // Bounds of a replica process's start and stop.
