@@ -72,6 +72,7 @@ type releaseResult struct {
 	released bool      // the caller's lock was deleted
 	granted  bool      // the lock went to a ticket of this process
 	token    int64     // that grant's fencing token
+	last     int64     // the last token reserved with it
 	deadline time.Time // and its lease's lower bound
 	ticket   string
 	// requeueLost: the call that carried the requeue ticket got no reply,
@@ -79,15 +80,21 @@ type releaseResult struct {
 	requeueLost bool
 }
 
-// parseGrant splits a grant message: "<process id> <ticket> <token>".
-func parseGrant(payload string) (pid, ticket string, token int64, ok bool) {
-	pid, rest, ok1 := strings.Cut(payload, " ")
-	ticket, tok, ok2 := strings.Cut(rest, " ")
-	if !ok1 || !ok2 {
-		return "", "", 0, false
+// parseGrant splits a grant message: "<process id> <ticket> <token> <last>",
+// where last is the last token reserved with it (lua/token.lua, reserve).
+// A message without last (from an older version of this package) reserves
+// none.
+func parseGrant(payload string) (pid, ticket string, token, last int64, ok bool) {
+	f := strings.Fields(payload)
+	if len(f) == 3 {
+		f = append(f, f[2])
 	}
-	token, err := strconv.ParseInt(tok, 10, 64)
-	return pid, ticket, token, err == nil
+	if len(f) != 4 {
+		return "", "", 0, 0, false
+	}
+	token, err1 := strconv.ParseInt(f[2], 10, 64)
+	last, err2 := strconv.ParseInt(f[3], 10, 64)
+	return f[0], f[1], token, last, err1 == nil && err2 == nil && last >= token
 }
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

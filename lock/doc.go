@@ -33,8 +33,9 @@
 // clock runs ahead takes a live lock (antipattern.ExpiryTimestamp). Here
 // only the Redis server's clock decides when a lease ends.
 //
-// Only the owner unlocks. Every acquisition stores a fresh UUID (Lock.Owner),
-// and Release deletes the key only if it still holds that UUID, comparing
+// Only the owner unlocks. Every acquisition from Redis stores a fresh UUID
+// (Lock.Owner; the few Locks a process passes on among its own goroutines,
+// below, keep it), and Release deletes the key only if it still holds that UUID, comparing
 // and deleting in one Lua script. The common wrong unlocks, a plain DEL
 // (antipattern.PlainDelete) and GET then DEL (antipattern.GetThenDelete),
 // delete the lock of whoever took it after the caller's lease expired: in
@@ -96,7 +97,7 @@
 // retries every 50 to 250 ms. Polling wastes time (a release is noticed late) and is unfair: the
 // goroutine that just released is the one most likely to win the next
 // round, and under contention others time out. This package waits in two
-// queues instead:
+// queues instead, and hands the lock over in order:
 //
 //   - In a process, goroutines of one Locker that want the same lock wait
 //     in memory, first come first served. Only one request per lock and
@@ -113,12 +114,22 @@
 //     in the background as it takes the grant: a process that crashed
 //     while waiting still has an entry
 //     for up to that long, and a grant to it then blocks the lock for the
-//     claim, not a whole TTL. If the next entry is the releaser's own
-//     process, the reply carries the grant and the lock passes to the next
-//     local goroutine in one round trip. Such a local hand-off skips a
-//     message and a wake-up in another process, so a process with more
-//     goroutines waiting may keep the lock for up to 4 hand-offs in a row
-//     before it must queue behind the others; waiting stays bounded.
+//     claim, not a whole TTL. If no other process is queued, the releaser's
+//     own process keeps it, and the reply carries the grant: the lock
+//     passes to the next local goroutine in one round trip.
+//   - A process passes the lock between its own goroutines without Redis,
+//     a few times. Each token a release issues (kept or granted) comes
+//     with 3 more reserved: the fence counter records the last of them.
+//     While a Lock has one left, and at least half a lease, its Release
+//     hands the lock to the next local waiter in memory: same owner
+//     ticket, the next token, the same lease, which the watchdog goes on
+//     renewing. That new Lock is exactly as safe as the old one holding on
+//     until its deadline would have been, and the tokens still increase
+//     from hold to hold and stay below whoever takes the lock next, even
+//     if the process dies mid-run. A process thus holds at most 4 times in
+//     a row while another waits, then queues behind it; waiting stays
+//     bounded. (Not with DisableRenewal, where each Lock gets a lease of
+//     its own, nor with WaitReplicas, where each confirms its own.)
 //
 // Each process shares one Pub/Sub connection for all the locks it waits
 // for, and closes it when nobody waits. Messages can be lost (a dropped

@@ -48,3 +48,25 @@ func TestShortClaimDuringRefreshKeepsTheImmediateRecheck(t *testing.T) {
 	}
 	_ = l.Close()
 }
+
+// A grant message names the last token reserved with the granted one; a
+// message without it reserves none, and one whose last is below its token
+// is refused.
+func TestParseGrant(t *testing.T) {
+	for _, c := range []struct {
+		msg         string
+		token, last int64
+		ok          bool
+	}{
+		{"p t 10 13", 10, 13, true},
+		{"p t 10", 10, 10, true},
+		{"p t 10 9", 0, 0, false},
+		{"p t x 13", 0, 0, false},
+		{"p t", 0, 0, false},
+	} {
+		_, _, token, last, ok := parseGrant(c.msg)
+		if ok != c.ok || (ok && (token != c.token || last != c.last)) {
+			t.Errorf("parseGrant(%q) = %d, %d, %v; want %d, %d, %v", c.msg, token, last, ok, c.token, c.last, c.ok)
+		}
+	}
+}

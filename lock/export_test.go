@@ -32,6 +32,20 @@ next_token = function()
   return tok
 end
 `
+	// UnreservedRuns issues tokens by next_token's rule but records only
+	// the token issued, not the last one reserved with it: the replies
+	// still promise the reserved tokens to the process's local hand-offs.
+	UnreservedRuns = `
+next_token = function()
+  local n = now_us()
+  local last = set_fence(int(n))
+  if last and tonumber(last) >= n then
+    n = tonumber(last) + 1
+    set_fence(int(n))
+  end
+  return n
+end
+`
 	// FullLeaseGrants grants every waiting process the full lease, also
 	// one that may have crashed since it last refreshed its place.
 	FullLeaseGrants = `

@@ -17,6 +17,7 @@ type Lock struct {
 	k        keys
 	owner    string
 	token    int64
+	last     int64 // the last token reserved for this run of holds (grant.last)
 	acquired time.Time
 
 	mu       sync.Mutex
@@ -54,6 +55,7 @@ func (l *Locker) newLock(q *queue, g grant) *Lock {
 		k:        q.k,
 		owner:    g.ticket,
 		token:    g.token,
+		last:     g.last,
 		acquired: time.Now(),
 		deadline: g.deadline,
 		lost:     make(chan struct{}),
@@ -78,10 +80,12 @@ func (l *Locker) newLock(q *queue, g grant) *Lock {
 // Name is the lock's name.
 func (lk *Lock) Name() string { return lk.name }
 
-// Owner is the UUID stored as the lock's value: fresh for every
-// acquisition, so that only this acquisition can release or extend it
+// Owner is the UUID stored as the lock's value: fresh for every acquisition
+// from Redis, so that only this acquisition can release or extend it
 // (without it, a holder whose lease expired deletes its successor's lock:
-// antipattern.PlainDelete).
+// antipattern.PlainDelete). A Lock passed on within the process
+// (Locker.passOn) keeps its predecessor's owner, as the key does; its token
+// is its own.
 func (lk *Lock) Owner() string { return lk.owner }
 
 // Token is the fencing token of this acquisition: larger than the token of
@@ -202,7 +206,11 @@ func (lk *Lock) extended(d time.Time) error {
 // script. It returns ErrNotHeld if the lock was no longer ours, and
 // ErrLeaseLost if the lease was lost while held, even if the key happened to
 // still be ours: the critical section was not guaranteed to be exclusive.
-// Releasing twice returns ErrNotHeld.
+// Releasing twice returns ErrNotHeld. A Release that passes the lock to
+// another goroutine of this Locker without Redis (Locker.passOn) asks
+// nothing of Redis: it returns nil before the deadline, and a key Redis
+// lost meanwhile (a restart, a failover, an eviction) is reported to the
+// next holder, through its Lost at its first renewal.
 func (lk *Lock) Release(ctx context.Context) error {
 	lk.mu.Lock()
 	if lk.released {

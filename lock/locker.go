@@ -190,10 +190,16 @@ func (l *Locker) Close() error {
 // release runs the release script for lk. When other goroutines of this
 // process wait for the lock, the same script queues the process under a new
 // ticket, and if the process is first in line the lock comes straight back:
-// the oldest local waiter then holds it after one round trip.
+// the oldest local waiter then holds it after one round trip. Before that,
+// while lk has reserved tokens left, the next local waiter takes the lock
+// with none (passOn).
 func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err error) {
 	l.mu.Lock()
 	q := l.queues[lk.name]
+	if q != nil && l.passOn(q, lk) {
+		l.mu.Unlock()
+		return true, nil
+	}
 	requeue := ""
 	if q != nil && q.holder == lk && len(q.waiters) > 0 && q.ticket == "" && !l.closed && l.b.handsOver() {
 		requeue = q.newTicket()
@@ -232,7 +238,7 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 		switch {
 		case unwanted != "" || err != nil:
 		case res.granted && res.ticket == q.ticket:
-			l.handOff(q, grant{ticket: res.ticket, token: res.token, deadline: res.deadline})
+			l.handOff(q, grant{ticket: res.ticket, token: res.token, last: res.last, deadline: res.deadline})
 		case res.granted:
 			// Granted to a ticket of ours that is no longer wanted: pass it on.
 			q.withdrawing = append(q.withdrawing, res.ticket)
@@ -250,6 +256,45 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 		l.withdraw(ctx, lk.k, unwanted)
 	}
 	return res.released, err
+}
+
+// passOn hands the lock lk holds to q's oldest waiter without a call to
+// Redis, if lk has a reserved token left (grant.last) and at least half a
+// lease: the key stays as it is, owned by lk's ticket, and the new Lock
+// carries that ticket, the next token, and lk's deadline, which its
+// watchdog renews from there. The Lock is as safe as lk would have been,
+// holding on until that deadline: the key cannot be anyone else's before
+// it, unless Redis lost it (a restart, a failover, an eviction), which the
+// next renewal or release reports, as it would have for lk. The tokens
+// were reserved in Redis with the first (the counter holds the last of
+// them), so they increase from hold to hold, and whoever takes the lock
+// after this run gets a larger one, even if this process dies mid-run.
+// Each reply reserves burst - 1, so a process holds at most burst times in
+// a row while another waits. With renewal disabled, every Lock gets a lease
+// of its own from Redis instead, and with WaitReplicas, an acquisition of
+// its own to confirm on the replicas. Caller holds Locker.mu.
+func (l *Locker) passOn(q *queue, lk *Lock) bool {
+	if q.holder != lk || len(q.waiters) == 0 || q.ticket != "" || l.closed ||
+		l.opts.DisableRenewal || l.opts.WaitReplicas > 0 || lk.token >= lk.last {
+		return false
+	}
+	lk.mu.Lock()
+	g := grant{ticket: lk.owner, token: lk.token + 1, last: lk.last, deadline: lk.deadline, claim: lk.claim}
+	lost := lk.lostErr != nil
+	lk.mu.Unlock()
+	least := l.opts.TTL / 2
+	if g.claim {
+		// A claim lease, still being extended (the new Lock extends it
+		// too): half of it, as handOff asks of any grant with one.
+		least = l.opts.claimLease() / 2
+	}
+	if lost || time.Until(g.deadline) < least {
+		return false
+	}
+	q.holder = nil
+	l.give(q, g) // not handOff: the claim's remainder was judged above, on one clock reading
+	l.settle(q)
+	return true
 }
 
 // testNoReleaseInference lets a test report only what a release's second

@@ -64,8 +64,12 @@ type waiter struct {
 
 // grant is a lock won for a ticket of this process, not yet handed out.
 type grant struct {
-	ticket   string
-	token    int64
+	ticket string
+	token  int64
+	// last is the last fencing token reserved with token (0: none). The
+	// tokens after token up to last go with the lock's local hand-offs
+	// (Locker.release), under the same owner.
+	last     int64
 	deadline time.Time // the lease lasts at least until then
 	// claim: the lease is a grant's claim lease, shorter than the TTL; the
 	// Lock extends it at once (common.lua's grant_lease says why).
@@ -169,6 +173,12 @@ func (l *Locker) handOff(q *queue, g grant) {
 		q.pending = &g
 		return
 	}
+	l.give(q, g)
+}
+
+// give hands g to the oldest local waiter, of which there is one. Caller
+// holds Locker.mu and has checked that the Locker is not closed.
+func (l *Locker) give(q *queue, g grant) {
 	w := q.waiters[0]
 	q.waiters = q.waiters[1:]
 	q.ticket, q.registered, q.pending = "", false, nil
@@ -180,12 +190,12 @@ func (l *Locker) handOff(q *queue, g grant) {
 // deliverGrant handles a grant message from the subscription. The grant
 // came with a claim lease, which started after the last call that found
 // the ticket still waiting was sent.
-func (l *Locker) deliverGrant(q *queue, ticket string, token int64) {
+func (l *Locker) deliverGrant(q *queue, ticket string, token, last int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if q.ticket != ticket || ticket == "" || q.pending != nil || l.closed {
 		return // stale: taken through a reply, or withdrawn
 	}
-	l.handOff(q, grant{ticket: ticket, token: token, deadline: q.ticketSince.Add(l.opts.claimLease()), claim: true})
+	l.handOff(q, grant{ticket: ticket, token: token, last: last, deadline: q.ticketSince.Add(l.opts.claimLease()), claim: true})
 	l.settle(q)
 }

@@ -28,11 +28,11 @@ func newSingle(client redis.UniversalClient, opts Options, id string) *single {
 		fenceTTLArg: opts.fenceTTLms()}
 }
 
-// burst is how many hand-offs in a row a process may keep within itself
-// while other processes wait (release.lua). Local hand-offs skip a
-// Pub/Sub message and a wake-up in another process; 4 lets three of four
-// be local when two processes contend, and bounds how long the others
-// wait for their turn.
+// burst is how many holds in a row a process may make while other
+// processes wait: a release's reply reserves burst - 1 tokens after the one
+// it issues (release.lua), for hand-offs within the process that skip
+// Redis (Locker.passOn). 4 lets three of four hand-offs be local, and
+// bounds how long the others wait for their turn.
 const burst = 4
 
 var burstArg any = burst
@@ -112,7 +112,7 @@ func (s *single) release(ctx context.Context, k keys, owner, requeue string) (re
 	if err != nil {
 		return releaseResult{requeueLost: lost}, err
 	}
-	if len(v) != 5 {
+	if len(v) != 5 && len(v) != 6 {
 		return releaseResult{requeueLost: lost}, fmt.Errorf("lock: release script replied %v", v)
 	}
 	r := releaseResult{requeueLost: lost}
@@ -122,6 +122,9 @@ func (s *single) release(ctx context.Context, k keys, owner, requeue string) (re
 	ttl, _ := v[3].(int64)
 	r.deadline = sent.Add(ms(ttl))
 	r.ticket, _ = v[4].(string)
+	if len(v) == 6 {
+		r.last, _ = v[5].(int64)
+	}
 	return r, nil
 }
 

@@ -251,7 +251,7 @@ func (l *Locker) receive(s *subscriber) {
 			if !strings.HasPrefix(m.Payload, prefix) {
 				continue
 			}
-			_, ticket, token, ok := parseGrant(m.Payload)
+			_, ticket, token, last, ok := parseGrant(m.Payload)
 			if !ok {
 				continue
 			}
@@ -259,7 +259,7 @@ func (l *Locker) receive(s *subscriber) {
 			sc := s.channels[m.Channel]
 			l.mu.Unlock()
 			if sc != nil {
-				l.deliverGrant(sc.q, ticket, token)
+				l.deliverGrant(sc.q, ticket, token, last)
 			}
 		}
 	}

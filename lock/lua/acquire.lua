@@ -17,8 +17,10 @@ local cur = redis.call('GET', lock_key)
 if owns(cur, ticket) then
   -- Granted to this ticket by a release whose message we have not seen (or
   -- lost), with a claim lease: take it, with the full lease. Nobody can
-  -- have acquired since, so the fence holds our token: the grant set the
-  -- counter's lifetime, which is at least the lease (Options.FenceTTL).
+  -- have acquired since, so the fence holds our token, or the last one
+  -- reserved with it (token.lua, reserve), which is as good: larger than
+  -- every token handed out, and never issued to anyone else. The grant set
+  -- the counter's lifetime, which is at least the lease (Options.FenceTTL).
   local tok = redis.call('GET', fence_key)
   if tok then
     tok = tonumber(tok)

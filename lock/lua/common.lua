@@ -6,9 +6,7 @@
 --                    followed by ' q' while processes are queued (below)
 --   KEYS[2] fence    string: the last fencing token issued (token.lua)
 --   KEYS[3] queue    list:   ids of processes waiting, oldest first
---   KEYS[4] waiters  hash:   process id -> "<expiry ms> <ttl ms> <claim ms> <ticket>",
---                    and field 'turn' -> "<process id> <grants in a row> <ticket>":
---                    the run of hand-offs that gave <ticket> the lock
+--   KEYS[4] waiters  hash:   process id -> "<expiry ms> <ttl ms> <claim ms> <ticket>"
 --   KEYS[5] tombstone string: marks the ticket the script is about as
 --                    withdrawn (withdraw.lua): it must never win again (acquire
 --                    refuses it, and release does not queue it)
@@ -103,9 +101,10 @@ end
 -- between, so the hand-off is in queue order and costs the next holder no
 -- round trip. Other processes learn of their grant from the message on the
 -- lock's channel; the caller (me) learns from the reply. The grantee's
--- value is marked queued: others may be in line behind it. Returns the
--- process id, ticket, token and lease in ms, or nil when nobody live is
--- waiting.
+-- value is marked queued: others may be in line behind it. The message
+-- names the token and the last one reserved with it (token.lua, reserve).
+-- Returns the process id, ticket, token and lease in ms, or nil when
+-- nobody live is waiting.
 local function grant_next(channel, me)
   while true do
     local pid = redis.call('LPOP', queue_key)
@@ -117,18 +116,9 @@ local function grant_next(channel, me)
       if expiry and tonumber(expiry) > now_ms() then
         local px = grant_lease(pid, me, ttl, claim)
         redis.call('SET', lock_key, ticket .. queued, 'PX', px)
-        -- Whose turn it is (release.lua's burst): a run of one, for this
-        -- ticket's hold only. If that was the last entry, the hash is
-        -- gone; the record it recreates expires with the lease the
-        -- grantee will hold. Otherwise it may outlive the hold, and the
-        -- ticket tells a later hold that it is not this run's.
-        redis.call('HSET', waiters_key, 'turn', pid .. ' 1 ' .. ticket)
-        if redis.call('PTTL', waiters_key) < 0 then
-          redis.call('PEXPIRE', waiters_key, ttl)
-        end
         local tok = next_token()
         if pid ~= me then
-          redis.call('PUBLISH', channel, pid .. ' ' .. ticket .. ' ' .. int(tok))
+          redis.call('PUBLISH', channel, pid .. ' ' .. ticket .. ' ' .. int(tok) .. ' ' .. int(tok + reserve))
         end
         return pid, ticket, tok, tonumber(px)
       end

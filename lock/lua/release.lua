@@ -8,8 +8,12 @@
 --           releaser's process has more local waiters
 --   ARGV[4] lease in ms for that ticket   ARGV[5] queue entry lease in ms
 --   ARGV[6] channel for grants
---   ARGV[7] burst: how many hand-offs in a row a process with more local
---           waiters may keep, before the next process in line gets it
+--   ARGV[7] burst: how many holds in a row a process with more local
+--           waiters may make while others are queued. Each token this
+--           script issues comes with burst - 1 more reserved (token.lua),
+--           which the process hands out with the lock to its own waiters
+--           without asking Redis (Locker.release); then it queues behind
+--           the others.
 --   ARGV[8] the fence counter's lifetime in ms ('0': none; token.lua)
 --   KEYS[5] the tombstone of the ticket to queue (ARGV[3]): the process may
 --           have given it up while this call was on its way (Close, or its
@@ -19,10 +23,12 @@
 -- (a lost reply is followed by a release without a ticket to queue, which
 -- is safe to repeat), and tells from the Lock's deadline whether a lock
 -- that second call found gone was released by the first (Locker.release).
--- Returns {released, 1, token, ttl, ticket} when the lock went to a ticket of
--- the caller's own process, {released, 0, 0, 0, ''} otherwise.
-local owner, pid, requeue, ttl, lease, channel, burst =
-  ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
+-- Returns {released, 1, token, ttl, ticket, last} when the lock went to a
+-- ticket of the caller's own process (last: the last token reserved with
+-- it), {released, 0, 0, 0, ''} otherwise.
+local owner, pid, requeue, ttl, lease, channel =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
+reserve = tonumber(ARGV[7]) - 1
 
 if not fetched then
   -- The fast path did nothing: there is a ticket to queue.
@@ -36,34 +42,14 @@ if owns(cur, owner) then
   redis.call('DEL', lock_key)
   released = 1
 end
-if requeue ~= '' and (released == 1 or not cur) then
-  -- The releaser's process has more goroutines waiting. Handing the lock
-  -- to one of them needs no message and no wake-up in another process, so
-  -- it may keep the lock for a few hand-offs in a row (at most burst),
-  -- and then must queue behind the processes already waiting. Waiting
-  -- stays bounded; the lock spends less time changing hands.
-  -- The run counts only if it gave the lock to the owner now releasing
-  -- it: a hold taken directly (the lock was free, nobody queued) starts
-  -- none, whatever record an earlier run left.
-  local turn = redis.call('HGET', waiters_key, 'turn')
-  local tpid, tcount = nil, 0
-  if turn then
-    local p, n, t = string.match(turn, '^(%S+) (%d+) (%S+)$')
-    if t == owner then
-      tpid, tcount = p, tonumber(n)
-    end
-  end
-  local others = redis.call('LLEN', queue_key) > 0
-  if not others or (tpid == pid and tcount < burst) then
-    if others then
-      redis.call('SET', lock_key, requeue .. queued, 'PX', ttl)
-      -- The queue's entries keep the hash (and its expiry) alive.
-      redis.call('HSET', waiters_key, 'turn', pid .. ' ' .. (tcount + 1) .. ' ' .. requeue)
-    else
-      redis.call('SET', lock_key, requeue, 'PX', ttl)
-    end
-    return {released, 1, next_token(), tonumber(ttl), requeue}
-  end
+if requeue ~= '' and (released == 1 or not cur) and redis.call('LLEN', queue_key) == 0 then
+  -- The releaser's process has more goroutines waiting, and no other
+  -- process is: it keeps the lock, for the next of them. (With others
+  -- queued, its run is over: the process handed out its reserved tokens
+  -- already, or could not, and queues behind them.)
+  redis.call('SET', lock_key, requeue, 'PX', ttl)
+  local tok = next_token()
+  return {released, 1, tok, tonumber(ttl), requeue, tok + reserve}
 end
 if requeue ~= '' then
   -- cur still holds the lock, unless this release deleted it.
@@ -74,7 +60,7 @@ end
 if released == 1 or not cur then
   local gpid, gticket, tok, gttl = grant_next(channel, pid)
   if gpid == pid then
-    return {released, 1, tok, gttl, gticket}
+    return {released, 1, tok, gttl, gticket, tok + reserve}
   end
 end
 return {released, 0, 0, 0, ''}

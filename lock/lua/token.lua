@@ -60,7 +60,23 @@ end
 -- replicas') that differ by less than the restart or failover took, and
 -- never step back by more. The counter's expiry (fence_ttl) is one more
 -- such loss, after a whole lifetime without an acquisition.
+--
+-- reserve: how many tokens after the one issued are set aside for the
+-- holder's process, which hands them out with the lock to its own waiting
+-- goroutines without a round trip (release.lua sets it; Locker.release).
+-- The counter then records the last reserved token, so that whoever takes
+-- the lock next, even if that process crashed mid-run, gets a larger one.
+local reserve = 0
 local function next_token()
+  if reserve > 0 then
+    local n = now_us()
+    local last = set_fence(int(n + reserve))
+    if last and tonumber(last) >= n then
+      n = tonumber(last) + 1
+      set_fence(int(n + reserve))
+    end
+    return n
+  end
   -- The clock's digits, built as a string: string.format and the
   -- arithmetic cost more server time than the rest of the fast path's
   -- token. TIME gives the seconds and the microseconds (0 to 999999).

@@ -13,6 +13,6 @@ next_token = function()
   else
     tok = now_us()
   end
-  set_fence(int(tok))
+  set_fence(int(tok + reserve))
   return tok
 end
