@@ -385,11 +385,11 @@ func TestLocalBurstIsBounded(t *testing.T) {
 	t.Logf("longest run %d, process switches %d", longest, switches)
 }
 
-// A process's run of hand-offs in a row ends when the lock goes free with
-// nobody queued. A later hold of the same process, taken directly, starts
-// no run: when it releases with more local waiters while another process
-// waits, the lock goes to that process, not to a local waiter on the
-// strength of the earlier run's count.
+// A process's run of holds in a row ends when the lock goes free with
+// nobody queued. A later hold of the same process, taken directly, has no
+// tokens reserved for a run: when it releases with more local waiters
+// while another process waits, the lock goes to that process, not to a
+// local waiter on the strength of the earlier run.
 func TestBurstCountEndsWithItsRun(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
@@ -429,7 +429,7 @@ func TestBurstCountEndsWithItsRun(t *testing.T) {
 		if lk != nil {
 			release(t, lk)
 		}
-		t.Error("the local waiter got the lock while another process waited: the earlier run's count was reused")
+		t.Error("the local waiter got the lock while another process waited: the earlier run was continued")
 		if lk := <-other; lk != nil {
 			release(t, lk)
 		}
