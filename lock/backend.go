@@ -82,8 +82,7 @@ type releaseResult struct {
 
 // parseGrant splits a grant message: "<process id> <ticket> <token> <last>",
 // where last is the last token reserved with it (lua/token.lua, reserve).
-// A message without last (from an older version of this package) reserves
-// none.
+// A message of three fields, without last, reserves none.
 func parseGrant(payload string) (pid, ticket string, token, last int64, ok bool) {
 	f := strings.Fields(payload)
 	if len(f) == 3 {
