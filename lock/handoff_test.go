@@ -318,8 +318,8 @@ func TestLateAcquireAfterWithdrawIsRefused(t *testing.T) {
 // "While another process waits" means while it is in Redis's queue, which
 // the holds alone do not show. A process is queued by its own release when
 // it has more local waiters, or by its driver, a round trip after its first
-// waiter arrives; until then, the holder keeps the lock without counting a
-// turn. So the runs are judged only between the first change of process
+// waiter arrives; until then, the holder's process keeps the lock, as
+// nobody else is queued. So the runs are judged only between the first change of process
 // (both are in line by then) and the first goroutine to finish (until
 // then each process has six goroutines, so a releasing one leaves others
 // waiting, and the release queues its process again).
