@@ -68,31 +68,27 @@ end
 -- the lock next, even if that process crashed mid-run, gets a larger one.
 local reserve = 0
 local function next_token()
-  if reserve > 0 then
-    local n = now_us()
-    local last = set_fence(int(n + reserve))
-    if last and tonumber(last) >= n then
-      n = tonumber(last) + 1
-      set_fence(int(n + reserve))
-    end
-    return n
-  end
   -- The clock's digits, built as a string: string.format and the
   -- arithmetic cost more server time than the rest of the fast path's
   -- token. TIME gives the seconds and the microseconds (0 to 999999).
   local t = time()
   local tok = t[1] .. string.sub('00000' .. t[2], -6)
-  local last = set_fence(tok)
-  -- Strings of digits of one length compare as their numbers (the seconds
-  -- have 10 digits from 2001 to 2286), so the common case needs no
-  -- conversion: the counter is behind the clock.
-  if not last or (#last == #tok and last < tok) then
-    return tonumber(tok)
+  local last
+  if reserve == 0 then
+    last = set_fence(tok)
+    -- Strings of digits of one length compare as their numbers (the
+    -- seconds have 10 digits from 2001 to 2286), so the common case needs
+    -- no conversion: the counter is behind the clock.
+    if not last or (#last == #tok and last < tok) then
+      return tonumber(tok)
+    end
+  else
+    last = set_fence(int(tonumber(tok) + reserve))
   end
   local n = tonumber(tok)
-  if tonumber(last) >= n then
+  if last and tonumber(last) >= n then
     n = tonumber(last) + 1
-    set_fence(int(n))
+    set_fence(int(n + reserve))
   end
   return n
 end
