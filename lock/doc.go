@@ -117,19 +117,33 @@
 //     claim, not a whole TTL. If no other process is queued, the releaser's
 //     own process keeps it, and the reply carries the grant: the lock
 //     passes to the next local goroutine in one round trip.
-//   - A process passes the lock between its own goroutines without Redis,
-//     a few times. Each token a release issues (kept or granted) comes
-//     with 3 more reserved: the fence counter records the last of them.
-//     While a Lock has one left, and at least half a lease, its Release
-//     hands the lock to the next local waiter in memory: same owner
-//     ticket, the next token, the same lease, which the watchdog goes on
-//     renewing. That new Lock is exactly as safe as the old one holding on
-//     until its deadline would have been, and the tokens still increase
-//     from hold to hold and stay below whoever takes the lock next, even
-//     if the process dies mid-run. A process thus holds at most 4 times in
-//     a row while another waits, then queues behind it; waiting stays
-//     bounded. (Not with DisableRenewal, where each Lock gets a lease of
-//     its own, nor with WaitReplicas, where each confirms its own.)
+//   - A process passes the lock between its own goroutines without
+//     taking it again in Redis, a few times. Each token a release issues
+//     (kept or granted) comes with 3 more reserved: the fence counter
+//     records the last of them. While a Lock has one left, and at least
+//     half a lease, its Release hands the lock to the next local waiter in
+//     memory: same owner ticket, the next token, the same lease. The tokens
+//     still increase from hold to hold and stay below whoever takes the
+//     lock next, even if the process dies mid-run. A process thus holds at
+//     most 4 times in a row while another waits, then queues behind it;
+//     waiting stays bounded. (Not with DisableRenewal, where each Lock gets
+//     a lease of its own, nor with WaitReplicas, where each confirms its
+//     own.)
+//   - Every hold is checked against Redis after it ends. Redis can lose a
+//     held key (a restart without persistence, a failover, an eviction:
+//     the key has a TTL, so the volatile-* policies may pick it) and let
+//     another process take the lock. A release in Redis finds that out by
+//     its compare-and-delete. A hold passed on in memory is checked by the
+//     next Lock, which renews its lease at once; the old Lock's Release
+//     waits for that answer (one round trip, while the next holder already
+//     works). The owner is a fresh UUID, so a key found still the run's
+//     was the run's throughout every hold that ended before the check was
+//     sent. The guarantee: a Lock whose hold overlapped another process's
+//     hold of the lock gets ErrLeaseLost from Release (and Do), with Lost
+//     closed, however short the hold; the Lock that holds the lock when
+//     the loss is found has Lost closed at once. It does not cover Redis
+//     bringing the key back under the same owner after someone else held
+//     it (a failover or a restart to a copy that has it): the fence does.
 //
 // Each process shares one Pub/Sub connection for all the locks it waits
 // for, and closes it when nobody waits. Messages can be lost (a dropped

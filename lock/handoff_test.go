@@ -263,8 +263,15 @@ func TestAmbiguousAcquireFailsClosed(t *testing.T) {
 // evalshaCalls is how many EVALSHA commands the server has run.
 func evalshaCalls(t *testing.T, c *redis.Client) int {
 	t.Helper()
+	return commandCalls(t, c, "evalsha")
+}
+
+// commandCalls is how many times the server has run the command called
+// name (lower case), inside scripts or not.
+func commandCalls(t *testing.T, c *redis.Client, name string) int {
+	t.Helper()
 	info := c.Info(context.Background(), "commandstats").Val()
-	_, rest, ok := strings.Cut(info, "cmdstat_evalsha:calls=")
+	_, rest, ok := strings.Cut(info, "cmdstat_"+name+":calls=")
 	if !ok {
 		return 0
 	}

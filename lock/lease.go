@@ -18,6 +18,7 @@ type Lock struct {
 	owner    string
 	token    int64
 	last     int64 // the last token reserved for this run of holds (grant.last)
+	run      *run  // the run of holds this Lock belongs to; nil without reserved tokens
 	acquired time.Time
 
 	mu       sync.Mutex
@@ -47,8 +48,11 @@ type Lock struct {
 // newLock starts the watchdog of a lock just won for g.ticket. g.deadline
 // is a time the lease certainly lasts until: the send time of the request
 // that took it (or an earlier bound) plus the lease. A claim lease is
-// extended at once. Caller holds Locker.mu, and the Locker is not closed.
+// extended at once, and so is the lease of a Lock passed on within the
+// process (g.run), to check that the key is still the run's. Caller holds
+// Locker.mu, and the Locker is not closed.
 func (l *Locker) newLock(q *queue, g grant) *Lock {
+	check := g.claim || g.run != nil
 	lk := &Lock{
 		l:        l,
 		name:     q.name,
@@ -56,18 +60,22 @@ func (l *Locker) newLock(q *queue, g grant) *Lock {
 		owner:    g.ticket,
 		token:    g.token,
 		last:     g.last,
+		run:      g.run,
 		acquired: time.Now(),
 		deadline: g.deadline,
 		lost:     make(chan struct{}),
 		renewAt:  g.deadline.Add(l.opts.RenewInterval - l.opts.TTL),
 		claim:    g.claim,
-		renewing: g.claim,
+		renewing: check,
 		index:    -1,
+	}
+	if lk.run == nil && g.last > g.token {
+		lk.run = &run{} // it may be passed on
 	}
 	lk.mu.Lock()
 	l.dog.schedule(lk, lk.nextEvent())
 	lk.mu.Unlock()
-	if g.claim {
+	if check {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
@@ -83,9 +91,9 @@ func (lk *Lock) Name() string { return lk.name }
 // Owner is the UUID stored as the lock's value: fresh for every acquisition
 // from Redis, so that only this acquisition can release or extend it
 // (without it, a holder whose lease expired deletes its successor's lock:
-// antipattern.PlainDelete). A Lock passed on within the process
-// (Locker.passOn) keeps its predecessor's owner, as the key does; its token
-// is its own.
+// antipattern.PlainDelete). A Lock passed to it by another goroutine of
+// the same Locker, without a release in Redis (see Release), keeps its
+// predecessor's owner, as the key does; its token is its own.
 func (lk *Lock) Owner() string { return lk.owner }
 
 // Token is the fencing token of this acquisition: larger than the token of
@@ -104,7 +112,8 @@ func (lk *Lock) Token() int64 { return lk.token }
 
 // Lost is closed when the lease is lost: a renewal found another owner or
 // none, or the lease ran out before a renewal succeeded (or, with renewal
-// disabled, simply ran out). After that, other processes may hold the lock.
+// disabled, simply ran out), or Release found it lost. After that, other
+// processes may hold the lock.
 func (lk *Lock) Lost() <-chan struct{} { return lk.lost }
 
 // Err is ErrLeaseLost (or ErrClosed) once Lost is closed, nil before.
@@ -168,6 +177,7 @@ func (lk *Lock) Extend(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	sent := time.Now()
 	deadline, ok, err := lk.l.b.extend(ctx, lk.k, lk.owner)
 	if err != nil {
 		return fmt.Errorf("lock: extend %q: %w", lk.name, err)
@@ -175,6 +185,9 @@ func (lk *Lock) Extend(ctx context.Context) error {
 	if !ok {
 		lk.lose(ErrLeaseLost)
 		return fmt.Errorf("%w: %q", ErrNotHeld, lk.name)
+	}
+	if lk.run != nil {
+		lk.l.confirmed(lk.run, sent)
 	}
 	if err := lk.extended(deadline); err != nil {
 		return fmt.Errorf("%w: %q", err, lk.name)
@@ -202,15 +215,18 @@ func (lk *Lock) extended(d time.Time) error {
 
 // Release deletes the lock if this acquisition still owns it (compare and
 // delete in one script: a plain DEL, or GET then DEL, deletes a successor's
-// lock; see antipattern.PlainDelete and GetThenDelete) and hands it to the next waiter in the same
-// script. It returns ErrNotHeld if the lock was no longer ours, and
-// ErrLeaseLost if the lease was lost while held, even if the key happened to
-// still be ours: the critical section was not guaranteed to be exclusive.
-// Releasing twice returns ErrNotHeld. A Release that passes the lock to
-// another goroutine of this Locker without Redis (Locker.passOn) asks
-// nothing of Redis: it returns nil before the deadline, and a key Redis
-// lost meanwhile (a restart, a failover, an eviction) is reported to the
-// next holder, through its Lost at its first renewal.
+// lock; see antipattern.PlainDelete and GetThenDelete) and hands it to the
+// next waiter in the same script. Releasing twice returns ErrNotHeld.
+//
+// Release returns ErrLeaseLost, and closes Lost, if the lease was lost
+// while the Lock was held, also when the Lock never noticed: the key was
+// gone or someone else's when the release reached Redis, or the lease ran
+// out first. The critical section may then not have been exclusive. So
+// every hold is checked against Redis after it ended, however short it
+// was; when the lock passes to another goroutine of this Locker without
+// being released in Redis, the check is that goroutine's Lock renewing
+// its lease at once, and Release waits for it (or returns ctx's error if
+// ctx ends first).
 func (lk *Lock) Release(ctx context.Context) error {
 	lk.mu.Lock()
 	if lk.released {
@@ -237,10 +253,16 @@ func (lk *Lock) Release(ctx context.Context) error {
 	released, err := lk.l.release(ctx, lk)
 	obs := lk.l.opts.Observer
 	obs.Released(lk.name, time.Since(lk.acquired))
-	if !reported && (lostErr != nil || (err == nil && !released)) {
+	if lostErr == nil && err == nil && !released {
+		// The key was already gone or someone else's, or (passed on
+		// within the process) a check after the hand-off found it so.
+		lostErr = ErrLeaseLost
+	}
+	if !reported && lostErr != nil {
 		// Lost, and found out only now: the deadline passed before the
-		// watchdog looked, or the key was already gone or someone else's.
-		// lose was never called, so count the loss here.
+		// watchdog looked, or the key was not ours any more. lose was
+		// never called: close Lost, and count the loss, here.
+		lk.lostAtRelease(lostErr)
 		obs.LeaseLost(lk.name)
 	}
 	switch {
@@ -248,10 +270,19 @@ func (lk *Lock) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: %q", lostErr, lk.name)
 	case err != nil:
 		return fmt.Errorf("lock: release %q: %w", lk.name, err)
-	case !released:
-		return fmt.Errorf("%w: %q", ErrNotHeld, lk.name)
 	}
 	return nil
+}
+
+// lostAtRelease records a loss that Release found: Lost closes and Err
+// reports it, as they would had the watchdog found it first.
+func (lk *Lock) lostAtRelease(cause error) {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if lk.lostErr == nil {
+		lk.lostErr = cause
+		close(lk.lost)
+	}
 }
 
 // nextEvent is when the watchdog should next look at lk: its renewal, or
@@ -344,5 +375,5 @@ func (lk *Lock) lose(cause error) {
 	}
 	close(lk.lost)
 	lk.l.opts.Observer.LeaseLost(lk.name)
-	lk.l.leaseEnded(lk)
+	lk.l.leaseEnded(lk, cause)
 }

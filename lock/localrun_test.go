@@ -46,8 +46,11 @@ func passLocally(t *testing.T, l *lock.Locker, lk *lock.Lock) *lock.Lock {
 }
 
 // A Lock with reserved tokens left passes to the next local waiter without
-// a call to Redis: the key stays under the same owner, and the new Lock has
-// the next token, which the counter in Redis already covers.
+// taking the lock in Redis again: the key stays under the same owner, and
+// the new Lock has the next token, which the counter in Redis already
+// covers. The one script each hand-off runs is the new Lock's renewal,
+// which checks that the key is still the run's before the old Lock's
+// Release returns.
 func TestLocalRunPassesTheLockWithoutRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
@@ -59,10 +62,10 @@ func TestLocalRunPassesTheLockWithoutRedis(t *testing.T) {
 		t.Fatalf("fence counter %d (%v) after a release kept the lock with token %d, want that token + %d", fence, err, lk.Token(), reserved)
 	}
 	for i := range reserved {
-		before := evalshaCalls(t, admin)
+		before, extends := evalshaCalls(t, admin), commandCalls(t, admin, "pexpire")
 		next := passLocally(t, a, lk)
-		if n := evalshaCalls(t, admin) - before; n != 0 {
-			t.Errorf("hand-off %d: %d scripts ran, want none", i+1, n)
+		if n, x := evalshaCalls(t, admin)-before, commandCalls(t, admin, "pexpire")-extends; n != 1 || x != 1 {
+			t.Errorf("hand-off %d: %d scripts ran, %d PEXPIRE, want one, the renewal that checks the key", i+1, n, x)
 		}
 		if next.Owner() != lk.Owner() || next.Token() != lk.Token()+1 {
 			t.Errorf("hand-off %d: owner %s token %d after owner %s token %d, want the same owner and the next token", i+1, next.Owner(), next.Token(), lk.Owner(), lk.Token())

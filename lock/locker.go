@@ -192,13 +192,27 @@ func (l *Locker) Close() error {
 // ticket, and if the process is first in line the lock comes straight back:
 // the oldest local waiter then holds it after one round trip. Before that,
 // while lk has reserved tokens left, the next local waiter takes the lock
-// with none (passOn).
+// at once (passOn), and release returns when a check of the key sent after
+// that answers.
 func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err error) {
 	l.mu.Lock()
 	q := l.queues[lk.name]
-	if q != nil && l.passOn(q, lk) {
-		l.mu.Unlock()
-		return true, nil
+	if q != nil {
+		if checked := l.passOn(q, lk); checked != nil {
+			l.mu.Unlock()
+			select {
+			case err := <-checked:
+				// nil: the key was still the run's after the hand-off.
+				// Otherwise the key was lost, or can no longer be vouched
+				// for: the hold may not have been exclusive.
+				if err == ErrLeaseLost {
+					return false, nil
+				}
+				return err == nil, err
+			case <-ctx.Done():
+				return false, ctx.Err()
+			}
+		}
 	}
 	requeue := ""
 	if q != nil && q.holder == lk && len(q.waiters) > 0 && q.ticket == "" && !l.closed && l.b.handsOver() {
@@ -209,6 +223,17 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 
 	sent := time.Now()
 	res, err := l.b.release(ctx, lk.k, lk.owner, requeue)
+	if lk.run != nil && err == nil {
+		// The release is the last check of lk's run: it answers Releases
+		// that handed the lock on before it, if no renewal did.
+		if res.released {
+			l.confirmed(lk.run, sent)
+		} else {
+			l.mu.Lock()
+			lk.run.runLost(ErrLeaseLost)
+			l.mu.Unlock()
+		}
+	}
 
 	if err == nil && res.requeueLost && !res.released && time.Now().Before(lk.Deadline()) && !testNoReleaseInference {
 		// The first call's reply was lost and the second found the lock gone
@@ -261,25 +286,28 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 // passOn hands the lock lk holds to q's oldest waiter without a call to
 // Redis, if lk has a reserved token left (grant.last) and at least half a
 // lease: the key stays as it is, owned by lk's ticket, and the new Lock
-// carries that ticket, the next token, and lk's deadline, which its
-// watchdog renews from there. The Lock is as safe as lk would have been,
-// holding on until that deadline: the key cannot be anyone else's before
-// it, unless Redis lost it (a restart, a failover, an eviction), which the
-// next renewal or release reports, as it would have for lk. The tokens
-// were reserved in Redis with the first (the counter holds the last of
-// them), so they increase from hold to hold, and whoever takes the lock
-// after this run gets a larger one, even if this process dies mid-run.
-// Each reply reserves burst - 1, so a process holds at most burst times in
-// a row while another waits. With renewal disabled, every Lock gets a lease
-// of its own from Redis instead, and with WaitReplicas, an acquisition of
-// its own to confirm on the replicas. Caller holds Locker.mu.
-func (l *Locker) passOn(q *queue, lk *Lock) bool {
+// carries that ticket, the next token, and lk's deadline. The tokens were
+// reserved in Redis with the first (the counter holds the last of them),
+// so they increase from hold to hold, and whoever takes the lock after
+// this run gets a larger one, even if this process dies mid-run. Each
+// reply reserves burst - 1, so a process holds at most burst times in a
+// row while another waits.
+//
+// Nothing has checked the key since lk's hold began, and Redis may have
+// lost it meanwhile (a restart, a failover, an eviction). So the new Lock
+// renews its lease at once, and lk's Release waits for that check, or
+// any later one of the run (see run): passOn returns the channel that
+// answers it, nil when it did not pass the lock on. With renewal
+// disabled, every Lock gets a lease of its own from Redis instead, and
+// with WaitReplicas, an acquisition of its own to confirm on the
+// replicas. Caller holds Locker.mu.
+func (l *Locker) passOn(q *queue, lk *Lock) <-chan error {
 	if q.holder != lk || len(q.waiters) == 0 || q.ticket != "" || l.closed ||
-		l.opts.DisableRenewal || l.opts.WaitReplicas > 0 || lk.token >= lk.last {
-		return false
+		l.opts.DisableRenewal || l.opts.WaitReplicas > 0 || lk.token >= lk.last || lk.run.lost != nil {
+		return nil
 	}
 	lk.mu.Lock()
-	g := grant{ticket: lk.owner, token: lk.token + 1, last: lk.last, deadline: lk.deadline, claim: lk.claim}
+	g := grant{ticket: lk.owner, token: lk.token + 1, last: lk.last, deadline: lk.deadline, claim: lk.claim, run: lk.run}
 	lost := lk.lostErr != nil
 	lk.mu.Unlock()
 	least := l.opts.TTL / 2
@@ -289,12 +317,13 @@ func (l *Locker) passOn(q *queue, lk *Lock) bool {
 		least = l.opts.claimLease() / 2
 	}
 	if lost || time.Until(g.deadline) < least {
-		return false
+		return nil
 	}
+	checked := lk.run.await() // before the new Lock's check is sent
 	q.holder = nil
 	l.give(q, g) // not handOff: the claim's remainder was judged above, on one clock reading
 	l.settle(q)
-	return true
+	return checked
 }
 
 // testNoReleaseInference lets a test report only what a release's second
@@ -302,10 +331,13 @@ func (l *Locker) passOn(q *queue, lk *Lock) bool {
 var testNoReleaseInference = false
 
 // leaseEnded is told by a Lock that lost its lease: it no longer keeps this
-// process's other waiters from contending.
-func (l *Locker) leaseEnded(lk *Lock) {
+// process's other waiters from contending, and its run is over.
+func (l *Locker) leaseEnded(lk *Lock, cause error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if lk.run != nil {
+		lk.run.runLost(cause)
+	}
 	if q := l.queues[lk.name]; q != nil && q.holder == lk {
 		q.holder = nil
 		l.settle(q)

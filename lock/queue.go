@@ -74,6 +74,10 @@ type grant struct {
 	// claim: the lease is a grant's claim lease, shorter than the TTL; the
 	// Lock extends it at once (common.lua's grant_lease says why).
 	claim bool
+	// run: the lock is passed on within the process, without Redis, in
+	// this run of holds under one owner (Locker.passOn); the Lock renews
+	// at once, to confirm that the key is still the run's.
+	run *run
 }
 
 func (l *Locker) newQueue(name string) *queue {
