@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -223,14 +224,15 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 
 	sent := time.Now()
 	res, err := l.b.release(ctx, lk.k, lk.owner, requeue)
-	if lk.run != nil && err == nil {
+	if lk.run != nil {
 		// The release is the last check of lk's run: it answers Releases
-		// that handed the lock on before it, if no renewal did.
-		if res.released {
+		// that handed the lock on before it, if no renewal did; with its
+		// error if it failed, as nothing of the run will check again.
+		if err == nil && res.released {
 			l.confirmed(lk.run, sent)
 		} else {
 			l.mu.Lock()
-			lk.run.runLost(ErrLeaseLost)
+			lk.run.runLost(cmp.Or(err, ErrLeaseLost))
 			l.mu.Unlock()
 		}
 	}
