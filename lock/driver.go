@@ -84,7 +84,7 @@ func (l *Locker) driveStep(q *queue, failures *int) (p pause, exit bool) {
 	if len(q.waiters) == 0 {
 		q.driving = false
 		unsubscribe, mine := q.subscribed, q.subChans
-		q.subscribed, q.subChans = false, nil
+		q.subscribed, q.listening, q.subChans = false, false, nil
 		l.settle(q)
 		l.mu.Unlock()
 		if unsubscribe {
@@ -103,6 +103,9 @@ func (l *Locker) driveStep(q *queue, failures *int) (p pause, exit bool) {
 		q.subscribed = true
 		l.mu.Unlock()
 		l.subscribe(q)
+		l.mu.Lock()
+		q.listening = q.subscribed
+		l.mu.Unlock()
 		testEvent("subscribed", q.name)
 		return atOnce, false
 	}

@@ -216,7 +216,7 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 		}
 	}
 	requeue := ""
-	if q != nil && q.holder == lk && len(q.waiters) > 0 && q.ticket == "" && !l.closed && l.b.handsOver() {
+	if q != nil && q.holder == lk && len(q.waiters) > 0 && q.ticket == "" && q.listening && !l.closed && l.b.handsOver() {
 		requeue = q.newTicket()
 		q.checkAt = q.ticketSince // the release queues it (see checkAt)
 	}

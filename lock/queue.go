@@ -51,6 +51,10 @@ type queue struct {
 	driving    bool          // the driver goroutine runs
 	kick       chan struct{} // wakes the driver; capacity 1, made with the driver
 	subscribed bool          // the channel is in the Locker's subscription
+	// listening: the subscription is in place (the server confirmed it, or
+	// the wait for that ended), so a grant published from now on reaches
+	// this process. Nothing queues the process in Redis before that.
+	listening bool
 	// subChans are the subscription entries the current driver added; its
 	// unsubscribe removes these and no others (a later driver's may stand
 	// in their place by then).
