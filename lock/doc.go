@@ -143,7 +143,9 @@
 //     closed, however short the hold; the Lock that holds the lock when
 //     the loss is found has Lost closed at once. It does not cover Redis
 //     bringing the key back under the same owner after someone else held
-//     it (a failover or a restart to a copy that has it): the fence does.
+//     it (a failover or a restart to a copy that has it), nor a release
+//     whose reply was lost while the key was lost too (see "Round trips
+//     and ambiguous outcomes"): the fence does.
 //
 // Each process shares one Pub/Sub connection for all the locks it waits
 // for, and closes it when nobody waits. Messages can be lost (a dropped
