@@ -214,3 +214,12 @@ func (l *Locker) Waiting(name string) int {
 	}
 	return 0
 }
+
+// Listening reports whether this Locker's driver for the lock called name
+// listens for grants, so that a release may queue the process in Redis.
+func (l *Locker) Listening(name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.queues[name]
+	return q != nil && q.listening
+}

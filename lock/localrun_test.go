@@ -17,12 +17,14 @@ const reserved = 3
 // localRun gives a's next Lock on name a run of reserved tokens: a first
 // hold taken directly (the fast path reserves nothing), released to a
 // second goroutine of a's through the release script, which keeps the lock
-// for it. It returns that second Lock.
+// for it. (The release queues the process in Redis only once a listens
+// for grants.) It returns that second Lock.
 func localRun(t *testing.T, a *lock.Locker, name string) *lock.Lock {
 	t.Helper()
 	first := mustAcquire(t, a, name)
 	second := acquireAsync(t, context.Background(), a, name)
 	eventually(t, 5*time.Second, "a second goroutine to wait", func() bool { return a.Waiting(name) == 1 })
+	eventually(t, 5*time.Second, "a to listen for grants", func() bool { return a.Listening(name) })
 	release(t, first)
 	lk := <-second
 	if lk == nil {
