@@ -138,14 +138,16 @@
 //     waits for that answer (one round trip, while the next holder already
 //     works). The owner is a fresh UUID, so a key found still the run's
 //     was the run's throughout every hold that ended before the check was
-//     sent. The guarantee: a Lock whose hold overlapped another process's
-//     hold of the lock gets ErrLeaseLost from Release (and Do), with Lost
-//     closed, however short the hold; the Lock that holds the lock when
-//     the loss is found has Lost closed at once. It does not cover Redis
-//     bringing the key back under the same owner after someone else held
-//     it (a failover or a restart to a copy that has it), nor a release
-//     whose reply was lost while the key was lost too (see "Round trips
-//     and ambiguous outcomes"): the fence does.
+//     sent. The guarantee: Release (and Do) returns nil only for a hold
+//     that a check found exclusive. A Lock whose hold overlapped another
+//     process's hold of the lock gets ErrLeaseLost, with Lost closed,
+//     however short the hold; or, if no check could answer (Close, the
+//     release's context ended, Redis failed), an error that says so. The
+//     Lock that holds the lock when the loss is found has Lost closed at
+//     once. It does not cover Redis bringing the key back under the same
+//     owner after someone else held it (a failover or a restart to a copy
+//     that has it), nor a release whose reply was lost while the key was
+//     lost too (see "Round trips and ambiguous outcomes"): the fence does.
 //
 // Each process shares one Pub/Sub connection for all the locks it waits
 // for, and closes it when nobody waits. Messages can be lost (a dropped

@@ -183,6 +183,9 @@ func (lk *Lock) Extend(ctx context.Context) error {
 		return fmt.Errorf("lock: extend %q: %w", lk.name, err)
 	}
 	if !ok {
+		if lk.run != nil {
+			lk.l.foundLost(lk.run, lk.name)
+		}
 		lk.lose(ErrLeaseLost)
 		return fmt.Errorf("%w: %q", ErrNotHeld, lk.name)
 	}
@@ -218,15 +221,15 @@ func (lk *Lock) extended(d time.Time) error {
 // lock; see antipattern.PlainDelete and GetThenDelete) and hands it to the
 // next waiter in the same script. Releasing twice returns ErrNotHeld.
 //
-// Release returns ErrLeaseLost, and closes Lost, if the lease was lost
-// while the Lock was held, also when the Lock never noticed: the key was
-// gone or someone else's when the release reached Redis, or the lease ran
-// out first. The critical section may then not have been exclusive. So
-// every hold is checked against Redis after it ended, however short it
-// was; when the lock passes to another goroutine of this Locker without
-// being released in Redis, the check is that goroutine's Lock renewing
-// its lease at once, and Release waits for it (or returns ctx's error if
-// ctx ends first).
+// Release returns nil only if a check of the key after the hold found it
+// still this acquisition's: the critical section was exclusive. It returns
+// ErrLeaseLost, and closes Lost, if the lease was lost while the Lock was
+// held, also when the Lock never noticed: the key was gone or someone
+// else's when the release reached Redis, or the lease ran out first. When
+// the lock passes to another goroutine of this Locker without a release in
+// Redis, the check is that goroutine's Lock renewing its lease at once, and
+// Release waits for it; if no check can answer (ctx ends, Close, the run's
+// last release fails), it returns an error saying the hold was not checked.
 func (lk *Lock) Release(ctx context.Context) error {
 	lk.mu.Lock()
 	if lk.released {

@@ -111,7 +111,7 @@ func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 // finally-release pattern, written once. fn's context is cancelled,
 // with cause ErrLeaseLost, if the lease is lost while fn runs; fn should stop
 // writing when it is. The lock is released when fn returns, with an error or
-// a panic. Do returns fn's error joined with the release's: a lease lost
+// a panic. Do returns fn's error joined with the release's (see Release): a lease lost
 // during fn shows up as ErrLeaseLost even when fn succeeded, because the
 // critical section may not have been exclusive.
 func (l *Locker) Do(ctx context.Context, name string, fn func(ctx context.Context, lk *Lock) error) (err error) {
@@ -203,17 +203,20 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 			l.mu.Unlock()
 			select {
 			case err := <-checked:
-				// nil: the key was still the run's after the hand-off.
-				// Otherwise the key was lost, or can no longer be vouched
-				// for: the hold may not have been exclusive.
-				if err == ErrLeaseLost {
+				switch err {
+				case nil: // the key was still the run's after the hand-off
+					return true, nil
+				case ErrLeaseLost: // it was not: the hold may not have been exclusive
 					return false, nil
 				}
-				return err == nil, err
+				return false, fmt.Errorf("%w: %w", errUnchecked, err)
 			case <-ctx.Done():
-				return false, ctx.Err()
+				return false, fmt.Errorf("%w: %w", errUnchecked, ctx.Err())
 			}
 		}
+	}
+	if lk.run != nil {
+		lk.run.ended = true
 	}
 	requeue := ""
 	if q != nil && q.holder == lk && len(q.waiters) > 0 && q.ticket == "" && q.listening && !l.closed && l.b.handsOver() {
@@ -224,6 +227,17 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 
 	sent := time.Now()
 	res, err := l.b.release(ctx, lk.k, lk.owner, requeue)
+	if err == nil && res.requeueLost && !res.released && time.Now().Before(lk.Deadline()) && !testNoReleaseInference {
+		// The first call's reply was lost and the second found the lock gone
+		// or someone else's. The key lives at least until the Lock's
+		// deadline, and only this Lock's owner can delete it before then:
+		// the second call ran before the deadline (its reply came back
+		// earlier), so the first call released it. (A Redis that lost the
+		// key meanwhile, in a restart or a failover, looks the same: the
+		// release cannot tell, and reports it released.)
+		res.released = true
+	}
+
 	if lk.run != nil {
 		// The release is the last check of lk's run: it answers Releases
 		// that handed the lock on before it, if no renewal did; with its
@@ -235,17 +249,6 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 			lk.run.runLost(cmp.Or(err, ErrLeaseLost))
 			l.mu.Unlock()
 		}
-	}
-
-	if err == nil && res.requeueLost && !res.released && time.Now().Before(lk.Deadline()) && !testNoReleaseInference {
-		// The first call's reply was lost and the second found the lock gone
-		// or someone else's. The key lives at least until the Lock's
-		// deadline, and only this Lock's owner can delete it before then:
-		// the second call ran before the deadline (its reply came back
-		// earlier), so the first call released it. (A Redis that lost the
-		// key meanwhile, in a restart or a failover, looks the same: the
-		// release cannot tell, and reports it released.)
-		res.released = true
 	}
 
 	l.mu.Lock()
@@ -284,6 +287,11 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 	}
 	return res.released, err
 }
+
+// errUnchecked is why a Release that passed the lock on in memory could
+// not tell whether its hold was exclusive: no check of the key after the
+// hand-off answered (Close, its context, a failed release of the run).
+var errUnchecked = errors.New("no check of the key answered after the hand-off")
 
 // passOn hands the lock lk holds to q's oldest waiter without a call to
 // Redis, if lk has a reserved token left (grant.last) and at least half a

@@ -3,6 +3,9 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,4 +131,184 @@ func TestLocalRunReportsAKeyRedisLost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heldChecks holds back the extend scripts a client writes (renewals, and
+// the checks of holds passed on in memory) once armed, each until the test
+// lets it through, as a slow network would; and drops the reply of the next
+// release script once dropRelease is set, as a connection reset right
+// after the server answered would.
+type heldChecks struct {
+	armed, dropRelease atomic.Bool
+	landed             atomic.Int32
+
+	mu    sync.Mutex
+	gates []chan struct{} // one per held extend, in the order written
+}
+
+// sent is how many extends have been held back so far.
+func (h *heldChecks) sent() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.gates)
+}
+
+// let lets the i-th held extend (from 0) reach the server.
+func (h *heldChecks) let(i int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	select {
+	case <-h.gates[i]:
+	default:
+		close(h.gates[i])
+	}
+}
+
+// client returns a Locker on a client of srv whose connections go through
+// h, closed when the test ends (after every held extend was let through).
+func (h *heldChecks) locker(t *testing.T, srv *redistest.Server) *lock.Locker {
+	t.Helper()
+	c := wrappedClient(t, srv, redis.Options{ReadTimeout: time.Minute}, func(conn net.Conn) net.Conn {
+		return &checkConn{inFlight: inFlight{Conn: conn}, h: h}
+	})
+	// A lease of a minute: no deadline passes while a test waits for a
+	// check, so only a check can answer it.
+	l := newLockerOn(t, c, lock.Options{TTL: time.Minute, WaitTimeout: 30 * time.Second})
+	t.Cleanup(func() {
+		for i := range h.sent() {
+			h.let(i)
+		}
+	})
+	return l
+}
+
+type checkConn struct {
+	inFlight
+	h    *heldChecks
+	drop atomic.Bool
+}
+
+func (c *checkConn) Write(p []byte) (int, error) {
+	script, _, _ := lock.ScriptCall(parseCommand(p))
+	switch {
+	case script == "extend" && c.h.armed.Load():
+		gate := make(chan struct{})
+		c.h.mu.Lock()
+		c.h.gates = append(c.h.gates, gate)
+		c.h.mu.Unlock()
+		buf := append([]byte(nil), p...)
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			<-gate
+			_, _ = c.Conn.Write(buf)
+			c.h.landed.Add(1)
+		}()
+		return len(p), nil
+	case script == "release" && c.h.dropRelease.CompareAndSwap(true, false):
+		c.drop.Store(true)
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *checkConn) Read(p []byte) (int, error) {
+	if c.drop.Load() {
+		return readThenBreak(c.Conn, p)
+	}
+	return c.Conn.Read(p)
+}
+
+// A check by a Lock that has already passed the lock on (so that its own
+// loss reports nothing) finds the key someone else's: the Lock that holds
+// the lock now is told at once, before any Release waiting for a check is
+// answered, not when its own check comes back. Here the third Lock's own
+// check is still held back when the second's lands.
+func TestLossFoundByAnEarlierHoldReachesTheHolderAtOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	loadScripts(t, admin)
+	ctx := context.Background()
+	h := &heldChecks{}
+	a := h.locker(t, srv)
+	b := newLocker(t, srv, lock.Options{})
+
+	lk1 := localRun(t, a, "res")
+	n2 := acquireAsync(t, ctx, a, "res")
+	waitQueued(t, a, "res", 1)
+	n3 := acquireAsync(t, ctx, a, "res")
+	waitQueued(t, a, "res", 2)
+	h.armed.Store(true)
+	r1 := make(chan error, 1)
+	go func() { r1 <- lk1.Release(ctx) }()
+	lk2 := await(t, n2, "the second Lock")
+	eventually(t, 5*time.Second, "the second Lock's check to be sent", func() bool { return h.sent() == 1 })
+	r2 := make(chan error, 1)
+	go func() { r2 <- lk2.Release(ctx) }()
+	lk3 := await(t, n3, "the third Lock")
+	eventually(t, 5*time.Second, "the third Lock's check to be sent", func() bool { return h.sent() == 2 })
+
+	if admin.Del(ctx, lockKey("res")).Val() != 1 {
+		t.Fatal("fault not injected: the lock's key was not there to delete")
+	}
+	lkB := mustAcquire(t, b, "res")
+	h.let(0) // the second Lock's check finds b's key
+
+	if err := await(t, r1, "the first Release"); !errors.Is(err, lock.ErrLeaseLost) {
+		t.Errorf("first Release: %v, want ErrLeaseLost", err)
+	}
+	select {
+	case <-lk3.Lost():
+	default:
+		t.Error("a Release was answered with the loss, and the Lost of the Lock holding the lock is still open")
+	}
+	if err := await(t, r2, "the second Release"); !errors.Is(err, lock.ErrLeaseLost) {
+		t.Errorf("second Release: %v, want ErrLeaseLost", err)
+	}
+	if n := h.landed.Load(); n != 1 {
+		t.Fatalf("fault not injected: %d checks reached Redis, want only the second Lock's", n)
+	}
+	h.let(1)
+	if err := lk3.Release(ctx); !errors.Is(err, lock.ErrLeaseLost) {
+		t.Errorf("third Release: %v, want ErrLeaseLost", err)
+	}
+	release(t, lkB)
+}
+
+// The run's last Release, in Redis, loses its first call's reply, and its
+// second call finds the key gone: the first call released it (the Lock's
+// deadline had not passed). The Release before it, which passed the lock
+// on in memory and waits for a check, is answered by that same release:
+// both report success, as nobody else held the lock. The renewal that
+// checks the second Lock, held back until then, finds the key gone too,
+// but only because the run's own release deleted it: it proves nothing.
+func TestRunsOwnReleaseIsNoLoss(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	loadScripts(t, admin)
+	ctx := context.Background()
+	h := &heldChecks{}
+	a := h.locker(t, srv)
+
+	lk1 := localRun(t, a, "res")
+	next := acquireAsync(t, ctx, a, "res")
+	waitQueued(t, a, "res", 1)
+	h.armed.Store(true)
+	r1 := make(chan error, 1)
+	go func() { r1 <- lk1.Release(ctx) }()
+	lk2 := await(t, next, "the second Lock")
+	eventually(t, 5*time.Second, "the second Lock's check to be sent", func() bool { return h.sent() == 1 })
+
+	h.dropRelease.Store(true)
+	if err := lk2.Release(ctx); err != nil {
+		t.Errorf("the last Release, whose first reply was lost: %v, want nil", err)
+	}
+	if h.dropRelease.Load() || admin.Exists(ctx, lockKey("res")).Val() != 0 {
+		t.Fatal("fault not injected: the release's reply was not dropped, or the key is still there")
+	}
+	if err := await(t, r1, "the first Release"); err != nil {
+		t.Errorf("the Release that passed the lock on: %v, want nil: nobody else held the lock", err)
+	}
+	h.let(0)
+	eventually(t, 5*time.Second, "the held check to land", func() bool { return h.landed.Load() == 1 })
+	release(t, mustAcquire(t, a, "res")) // the lock is free, and a is not stuck
 }

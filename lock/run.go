@@ -25,6 +25,10 @@ type run struct {
 	// pending are the Releases that handed the lock on and wait for a
 	// check sent after they did.
 	pending []pendingCheck
+	// ended: the run's last Lock is being released in Redis; a check that
+	// finds the key gone from now on may have been overtaken by that
+	// release, and proves nothing.
+	ended bool
 }
 
 type pendingCheck struct {
@@ -67,4 +71,29 @@ func (r *run) runLost(cause error) {
 		p.ch <- r.lost
 	}
 	r.pending = nil
+}
+
+// foundLost is told that a check of r by a Lock already passed on (whose
+// own lose does nothing) found the key not the run's. Unless the run's own
+// release may have deleted it (ended), the run is lost: no hold of it
+// starts from now on, its current holder is told at once, and then every
+// Release waiting for a check.
+func (l *Locker) foundLost(r *run, name string) {
+	l.mu.Lock()
+	if r.ended || r.lost != nil {
+		l.mu.Unlock()
+		return
+	}
+	r.lost = ErrLeaseLost
+	var h *Lock
+	if q := l.queues[name]; q != nil && q.holder != nil && q.holder.run == r {
+		h = q.holder
+	}
+	l.mu.Unlock()
+	if h != nil {
+		h.lose(ErrLeaseLost)
+	}
+	l.mu.Lock()
+	r.runLost(ErrLeaseLost)
+	l.mu.Unlock()
 }
