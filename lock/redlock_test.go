@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -295,5 +296,93 @@ func TestRedlockFailedAttemptGivesItsTicketUpOnce(t *testing.T) {
 	got := after.Sub(before).ByName
 	if calls := got["evalsha"] + got["eval"]; calls != 2 {
 		t.Errorf("script calls on the live node for one failed attempt: got %d (%v), want 2: the attempt and one withdraw", calls, got)
+	}
+}
+
+// blackHole listens on a loopback port, accepts connections and reads
+// them, and never answers: a node behind a partition that drops packets
+// one way, which neither refuses a connection nor closes it. It reports
+// how many bytes it swallowed, and closes everything when the test ends.
+func blackHole(t *testing.T) (addr string, swallowed *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	swallowed = new(atomic.Int64)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				buf := make([]byte, 4096)
+				for {
+					n, err := c.Read(buf)
+					swallowed.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String(), swallowed
+}
+
+// A node that takes connections and never answers (partitioned, not
+// down) must cost each call no more than the node timeout: a process
+// that waits for the lock gets it once the holder releases on the other
+// two nodes. Its subscription to that node's grant channel cannot even
+// finish its handshake, which must hold up neither the wait nor the
+// other nodes' subscriptions.
+func TestRedlockWaitsPastAPartitionedNode(t *testing.T) {
+	skipInShort(t, shortMultiNodes)
+	t.Cleanup(lock.SetHealthInterval(500 * time.Millisecond)) // Close waits for a handshake at most this long
+	nodes := startNodes(t, 2)
+	hole, swallowed := blackHole(t)
+	// b is woken within milliseconds of a's release; with its calls stuck
+	// behind the partitioned node's handshake it waited 15 s and more.
+	opts := lock.Options{WaitTimeout: 5 * time.Second}
+	a := redlockOver(t, opts, nodes[0].Addr(), nodes[1].Addr(), hole)
+	b := redlockOver(t, opts, nodes[0].Addr(), nodes[1].Addr(), hole)
+	lk := mustAcquire(t, a, "res")
+	got := make(chan error, 1)
+	go func() {
+		lkB, err := b.Acquire(context.Background(), "res")
+		if err == nil {
+			err = lkB.Release(context.Background())
+		}
+		got <- err
+	}()
+	waitQueued(t, b, "res", 1)
+	if err := lk.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := await(t, got, "b to acquire after a released"); err != nil {
+		t.Errorf("b, waiting while a node is partitioned: %v", err)
+	}
+	if swallowed.Load() == 0 {
+		t.Error("fault not injected: the partitioned node never got a byte")
 	}
 }

@@ -87,11 +87,20 @@ func (l *Locker) subscribe(q *queue) {
 	}
 	l.mu.Unlock()
 
+	// Each server's SUBSCRIBE is sent by a goroutine of its own: a server
+	// that takes a connection and never answers (a partitioned Redlock
+	// node) holds its subscription's connection for up to healthInterval,
+	// and must hold up neither the other servers' nor this wait. On error,
+	// the re-check covers it.
+	for _, s := range subs {
+		l.goTracked(func() {
+			ctx, cancel := context.WithTimeout(l.ctx, healthInterval)
+			defer cancel()
+			_ = l.syncChannel(ctx, s, q.k.channel)
+		})
+	}
 	ctx, cancel := context.WithTimeout(l.ctx, l.opts.RecheckInterval)
 	defer cancel()
-	for _, s := range subs {
-		_ = l.syncChannel(ctx, s, q.k.channel) // on error, the re-check covers it
-	}
 	for _, r := range ready {
 		select {
 		case <-r:
@@ -163,7 +172,9 @@ func (l *Locker) reconnect(s *subscriber) {
 	}
 	l.mu.Unlock()
 	old := s.ps
-	s.ps = s.client.Subscribe(l.ctx, chans...)
+	ctx, cancel := context.WithTimeout(l.ctx, healthInterval)
+	defer cancel()
+	s.ps = s.client.Subscribe(ctx, chans...)
 	_ = old.Close()
 }
 
@@ -192,7 +203,13 @@ func (l *Locker) receive(s *subscriber) {
 		s.opMu.Lock()
 		ps := s.ps
 		s.opMu.Unlock()
-		msg, err := ps.ReceiveTimeout(l.ctx, healthInterval)
+		// Every call on the connection has a deadline, also a new
+		// connection's handshake, which a client with
+		// ContextTimeoutEnabled would otherwise wait for forever on a
+		// server that never answers, holding the subscription's mutex.
+		ctx, cancel := context.WithTimeout(l.ctx, healthInterval)
+		msg, err := ps.ReceiveTimeout(ctx, healthInterval)
+		cancel()
 		select {
 		case <-s.closing:
 			return
@@ -208,7 +225,9 @@ func (l *Locker) receive(s *subscriber) {
 				pinged = false
 				continue
 			}
-			pinged = ps.Ping(l.ctx) == nil
+			ctx, cancel := context.WithTimeout(l.ctx, healthInterval)
+			pinged = ps.Ping(ctx) == nil
+			cancel()
 			continue
 		case err != nil:
 			failures++
