@@ -138,7 +138,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.StringVar(&cfg.ReportJSON, "report-json", "", "write the report as JSON to this `file`")
 	fs.BoolVar(&cfg.ExpectOversell, "expect-oversell", false, "exit 0 only if an oversell is detected (for the broken lock modes)")
 	progress := fs.String("progress", "auto", "progress line: auto, inplace, lines or off")
-	mix := fs.String("mix", "", "mix reads and restocks into the sale for the linearizability check, e.g. reads=10%,restocks=1/s (restocks need the admin token)")
+	mix := fs.String("mix", "", "mix reads and restocks into the sale for the linearizability check, e.g. reads=10%,restocks=1/s, or restocks=1% for one per 100 requests whatever their pace (restocks need the admin token)")
 	fs.StringVar(&cfg.History, "history", "", "write the history, one operation per line, to this `file` (JSON lines)")
 	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", DefaultCheckTimeout, "longest linearizability check; past it the verdict is unknown")
 	check := fs.Bool("linearizability", true, "check the history for linearizability (false: the invariants alone decide)")

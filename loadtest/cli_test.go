@@ -6,12 +6,12 @@ import (
 	"testing"
 )
 
-// runMain runs Main with a short sale's flags plus extra, and ADMIN_TOKEN
-// from env.
+// runMain runs Main with a short sale's flags plus extra (60 requests at
+// 1000 a second: the count ends it), and ADMIN_TOKEN from env.
 func runMain(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	base := []string{"-rate", "1000", "-duration", "300ms", "-max-requests", "60", "-stock", "3", "-progress", "off"}
+	base := []string{"-rate", "1000", "-duration", "10s", "-max-requests", "60", "-stock", "3", "-progress", "off"}
 	code = Main(t.Context(), append(base, args...), func(k string) string { return env[k] }, &out, &errOut)
 	return code, out.String(), errOut.String()
 }

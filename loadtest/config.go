@@ -250,7 +250,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, invalid("history limit %d: want 0 (the default, %d) or more", cfg.HistoryLimit, DefaultHistoryLimit)
 	case cfg.CheckTimeout < 0:
 		return cfg, invalid("check timeout %v: want a positive duration", cfg.CheckTimeout)
-	case cfg.Mix.Restocks > 0 && cfg.AdminToken == "":
+	case cfg.Mix.restocks() && cfg.AdminToken == "":
 		return cfg, invalid("restocks need the admin token (-admin-token or ADMIN_TOKEN)")
 	}
 	if err := cfg.Mix.validate(); err != nil {

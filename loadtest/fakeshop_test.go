@@ -35,11 +35,17 @@ type fakeShop struct {
 	onPurchase func(r *http.Request, n int64)
 	purchases  atomic.Int64
 
-	// lateRestockAnswer makes a restock answer with the product as it is
-	// after the next sale, not as the restock left it: the answer of a
-	// service that reads the product after releasing its lock.
+	// lateRestockAnswer makes a restock read its answer after letting go
+	// of the mutex, as a service that reads the product after releasing
+	// its lock would: a sale in between makes the answer wrong. The first
+	// restock waits for that sale, so that one answer at least is wrong.
 	lateRestockAnswer bool
 	sales             chan struct{} // a token per sale, for lateRestockAnswer
+
+	// restocked is closed once a restock has set the stock (and, with
+	// lateRestockAnswer, forgotten the sales before it).
+	restocked   chan struct{}
+	restockOnce sync.Once
 
 	mu       sync.Mutex
 	products map[int64]*fakeProduct
@@ -53,7 +59,8 @@ type fakeProduct struct {
 }
 
 func newFakeShop(racy bool) *fakeShop {
-	s := &fakeShop{token: "secret", racy: racy, pageCap: 7, products: map[int64]*fakeProduct{}, sales: make(chan struct{}, 1)}
+	s := &fakeShop{token: "secret", racy: racy, pageCap: 7, products: map[int64]*fakeProduct{}, sales: make(chan struct{}, 1),
+		restocked: make(chan struct{})}
 	s.gate = gate{waiting: 4, open: make(chan struct{})}
 	return s
 }
@@ -196,11 +203,11 @@ func (s *fakeShop) purchase(w http.ResponseWriter, r *http.Request) {
 	p.users[in.UserID] = true
 	o := Order{ID: int64(len(p.orders) + 1), ProductID: p.ID, UserID: in.UserID, Fence: 0, CreatedAt: time.Now().UTC()}
 	p.orders = append(p.orders, o)
-	s.mu.Unlock()
-	select {
+	select { // under the mutex: a restock that drains it sees only later sales
 	case s.sales <- struct{}{}:
 	default:
 	}
+	s.mu.Unlock()
 	writeJSON(w, http.StatusCreated, map[string]Order{"order": o})
 }
 
@@ -228,11 +235,19 @@ func (s *fakeShop) restock(w http.ResponseWriter, r *http.Request) {
 		case <-s.sales:
 		default:
 		}
+	}
+	first := false
+	s.restockOnce.Do(func() {
+		first = true
+		close(s.restocked)
+	})
+	if s.lateRestockAnswer {
 		s.mu.Unlock()
-		select { // the next sale, or give up: the answer is late either way
-		case <-s.sales:
-		case <-time.After(time.Second):
-		case <-r.Context().Done():
+		if first { // the first waits for the next sale, the others take what comes
+			select {
+			case <-s.sales:
+			case <-r.Context().Done():
+			}
 		}
 		s.mu.Lock()
 	}
@@ -240,6 +255,23 @@ func (s *fakeShop) restock(w http.ResponseWriter, r *http.Request) {
 	out := p.Product
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
+}
+
+// holdFirstPurchaseForRestock makes the shop's first purchase wait until
+// a restock has set the stock (or until the request ends), so that a sale
+// has a purchase after a restock however fast it would otherwise end: a
+// restock that never comes leaves the run without one, which the test then
+// reports.
+func (s *fakeShop) holdFirstPurchaseForRestock() {
+	s.onPurchase = func(r *http.Request, n int64) {
+		if n != 1 {
+			return
+		}
+		select {
+		case <-s.restocked:
+		case <-r.Context().Done():
+		}
+	}
 }
 
 // gate holds its first arrivals until `waiting` of them are there.

@@ -162,23 +162,30 @@ func TestHTMLReportOfAnOversell(t *testing.T) {
 // A mixed sale whose counts are clean but whose history is not
 // linearizable (a restock answers a state it did not set): the page fails
 // on the linearizability line, not on an invariant, and shows the mix;
-// the JSON carries the verdict and the mix.
+// the JSON carries the verdict and the mix. The restocks here are paced
+// by time (40 a second): the shop holds its first purchase until one has
+// set the stock, however soon the other purchases are done.
 func TestHTMLReportOfANonLinearizableMixedSale(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
 	shop := newFakeShop(false)
 	shop.lateRestockAnswer = true
+	shop.holdFirstPurchaseForRestock()
 	a, _ := shop.serve(t)
 	dir := t.TempDir()
 	cfg := mixedSale(dir, a)
 	cfg.Stock = 1000 // purchases keep selling, so every restock sees one after it
-	cfg.Mix.Reads = 0
+	cfg.Mix = Mix{Restocks: 40}
 	cfg.Report = filepath.Join(dir, "report.html")
 	cfg.ReportJSON = filepath.Join(dir, "report.json")
-	rep, err := Run(t.Context(), cfg, &bytes.Buffer{})
+	var out bytes.Buffer
+	rep, err := Run(t.Context(), cfg, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Oversold || rep.Linearizability.Verdict != LinNo || rep.Restocks == 0 {
+	if rep.Restocks == 0 {
+		t.Fatalf("fault not injected: no restock ran during the sale\n%s", out.String())
+	}
+	if rep.Oversold || rep.Linearizability.Verdict != LinNo {
 		t.Fatalf("got oversold %v, %s, %d restocks; want clean counts, NO, and restocks", rep.Oversold, rep.Linearizability.Line(), rep.Restocks)
 	}
 	b, err := os.ReadFile(cfg.Report)

@@ -30,6 +30,15 @@ type Mix struct {
 	// round-robin over the targets, each to a random stock from 0 to the
 	// stock the sale started with. They need the admin token.
 	Restocks float64
+	// RestockShare paces the same restocks by count instead of by time:
+	// one is due each time another 1/RestockShare of the attack's requests
+	// have been answered (0.02: one per 50). A sale then gets its restocks
+	// however fast the target answers, where a rate gives a fast sale none.
+	// Restocks still run one at a time: one that falls due while another
+	// is in flight starts when that one ends, and further ones due
+	// meanwhile are dropped. At most one of Restocks and RestockShare is
+	// set.
+	RestockShare float64
 }
 
 // maxRestockRate bounds Mix.Restocks: restocks run one at a time, and more
@@ -38,8 +47,10 @@ const maxRestockRate = 100
 
 // ParseMix reads a mix such as "reads=10%,restocks=1/s": reads as a
 // percentage or a fraction ("reads=0.1"), restocks as a rate per second
-// ("restocks=2/s", "restocks=2"), per minute ("restocks=30/m") or as an
-// interval ("restocks=500ms"). "" and "none" mix nothing in.
+// ("restocks=2/s", "restocks=2"), per minute ("restocks=30/m"), as an
+// interval ("restocks=500ms") or as a percentage of the attack's requests
+// ("restocks=2%": one per 50 answers, Mix.RestockShare). "" and "none"
+// mix nothing in.
 func ParseMix(s string) (Mix, error) {
 	var m Mix
 	s = strings.TrimSpace(s)
@@ -54,9 +65,9 @@ func ParseMix(s string) (Mix, error) {
 		var err error
 		switch strings.TrimSpace(key) {
 		case "reads":
-			m.Reads, err = parseShare(strings.TrimSpace(val))
+			m.Reads, err = parseShare("reads", strings.TrimSpace(val))
 		case "restocks":
-			m.Restocks, err = parseRate(strings.TrimSpace(val))
+			m.Restocks, m.RestockShare, err = parseRestocks(strings.TrimSpace(val))
 		default:
 			err = fmt.Errorf("unknown key %q: want reads or restocks", key)
 		}
@@ -67,16 +78,27 @@ func ParseMix(s string) (Mix, error) {
 	return m, m.validate()
 }
 
-func parseShare(v string) (float64, error) {
+func parseShare(key, v string) (float64, error) {
 	pct := strings.HasSuffix(v, "%")
 	f, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
 	if err != nil {
-		return 0, fmt.Errorf("reads %q: want a percentage (10%%) or a fraction (0.1)", v)
+		return 0, fmt.Errorf("%s %q: want a percentage (10%%) or a fraction (0.1)", key, v)
 	}
 	if pct {
 		f /= 100
 	}
 	return f, nil
+}
+
+// parseRestocks reads a restock rate, or a share of the requests when v
+// ends in "%".
+func parseRestocks(v string) (rate, share float64, err error) {
+	if strings.HasSuffix(v, "%") {
+		share, err = parseShare("restocks", v)
+		return 0, share, err
+	}
+	rate, err = parseRate(v)
+	return rate, 0, err
 }
 
 func parseRate(v string) (float64, error) {
@@ -89,7 +111,7 @@ func parseRate(v string) (float64, error) {
 	num, per, _ := strings.Cut(v, "/")
 	f, err := strconv.ParseFloat(num, 64)
 	if err != nil {
-		return 0, fmt.Errorf("restocks %q: want a rate (1/s, 30/m) or an interval (500ms)", v)
+		return 0, fmt.Errorf("restocks %q: want a rate (1/s, 30/m), an interval (500ms) or a share of the requests (2%%)", v)
 	}
 	switch per {
 	case "", "s":
@@ -107,9 +129,16 @@ func (m Mix) validate() error {
 		return fmt.Errorf("reads %v: want a share from 0 up to, not including, 100%%", m.Reads)
 	case math.IsNaN(m.Restocks) || m.Restocks < 0 || m.Restocks > maxRestockRate:
 		return fmt.Errorf("restocks %v/s: want 0 to %d a second", m.Restocks, maxRestockRate)
+	case math.IsNaN(m.RestockShare) || m.RestockShare < 0 || m.RestockShare > 1:
+		return fmt.Errorf("restocks %v%% of the requests: want 0 to 100%%", m.RestockShare*100)
+	case m.Restocks > 0 && m.RestockShare > 0:
+		return fmt.Errorf("restocks: a rate (%v/s) or a share of the requests (%v%%), not both", m.Restocks, m.RestockShare*100)
 	}
 	return nil
 }
+
+// restocks reports whether the mix restocks at all.
+func (m Mix) restocks() bool { return m.Restocks > 0 || m.RestockShare > 0 }
 
 // String is the mix as ParseMix reads it, "" for none.
 func (m Mix) String() string {
@@ -119,6 +148,9 @@ func (m Mix) String() string {
 	}
 	if m.Restocks > 0 {
 		parts = append(parts, "restocks="+strconv.FormatFloat(m.Restocks, 'g', 4, 64)+"/s")
+	}
+	if m.RestockShare > 0 {
+		parts = append(parts, "restocks="+strconv.FormatFloat(m.RestockShare*100, 'g', 4, 64)+"%")
 	}
 	return strings.Join(parts, ",")
 }
@@ -172,23 +204,40 @@ type restocks struct {
 	known bool
 }
 
-// runRestocks restocks the product every 1/rate, one at a time and
-// round-robin over apis, to a random stock from 0 to most, recording each
-// into h, until stop is closed or ctx ends (which also aborts a restock in
-// flight).
-func runRestocks(ctx context.Context, apis []api, h *history, productID int64, rate float64, most int64, seed uint64, stop <-chan struct{}) restocks {
+// runRestocks restocks the product each time due delivers, one at a
+// time and round-robin over apis, to a random stock from 0 to most,
+// recording each into h, until stop is closed or ctx ends (which also
+// aborts a restock in flight). A restock already due when stop closes
+// still runs, and no other: the restocks a sale was due do not depend on
+// how soon this goroutine got to run.
+func runRestocks(ctx context.Context, apis []api, h *history, productID int64, most int64, seed uint64, due <-chan time.Time, stop <-chan struct{}) restocks {
 	rs := restocks{known: true}
 	rng := rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d))
-	t := time.NewTicker(time.Duration(float64(time.Second) / rate))
-	defer t.Stop()
-	for i := 0; ; i++ {
+	stopped := false
+	next := func() bool {
+		if stopped {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-due:
+		case <-stop:
+			stopped = true
+			select {
+			case <-due:
+			default:
+				return false
+			}
+		}
 		select {
 		case <-stop:
-			return rs
-		case <-ctx.Done():
-			return rs
-		case <-t.C:
+			stopped = true
+		default:
 		}
+		return ctx.Err() == nil
+	}
+	for i := 0; next(); i++ {
 		a := apis[i%len(apis)]
 		stock := rng.Int64N(max(most, 0) + 1)
 		call := time.Now()
@@ -201,6 +250,7 @@ func runRestocks(ctx context.Context, apis []api, h *history, productID int64, r
 			rs.known = false
 		}
 	}
+	return rs
 }
 
 // beside is what runs beside the attack: the history of its results, and
@@ -213,6 +263,8 @@ type beside struct {
 	most      int64 // the largest stock a restock sets
 
 	reads    int
+	answered uint64         // the attack's results so far
+	due      chan time.Time // restocks paced by count (Mix.RestockShare)
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	restocks restocks
@@ -220,23 +272,41 @@ type beside struct {
 
 func newBeside(cfg Config, apis []api, hist *history, before Product) *beside {
 	return &beside{cfg: cfg, apis: apis, hist: hist, productID: before.ID,
-		most: before.Stock + before.Sold, stop: make(chan struct{}), restocks: restocks{known: true}}
+		most: before.Stock + before.Sold, due: make(chan time.Time, 1), stop: make(chan struct{}), restocks: restocks{known: true}}
 }
 
 // start starts the restocks, if any; they end with end, or with ctx.
 func (s *beside) start(ctx context.Context) {
-	if s.cfg.Mix.Restocks <= 0 {
+	if !s.cfg.Mix.restocks() {
 		return
 	}
 	s.wg.Go(func() {
-		s.restocks = runRestocks(ctx, s.apis, s.hist, s.productID, s.cfg.Mix.Restocks, s.most, rand.Uint64(), s.stop)
+		var due <-chan time.Time = s.due
+		if rate := s.cfg.Mix.Restocks; rate > 0 {
+			t := time.NewTicker(time.Duration(float64(time.Second) / rate))
+			defer t.Stop()
+			due = t.C
+		}
+		s.restocks = runRestocks(ctx, s.apis, s.hist, s.productID, s.most, rand.Uint64(), due, s.stop)
 	})
 }
 
 // result records one result of the attack and reports whether it was a
-// read (not a purchase).
+// read (not a purchase). With restocks paced by count, it makes one due
+// each time the running total floor(answered*share) steps up; a restock
+// already due is not doubled.
 func (s *beside) result(r *vegeta.Result) (read bool) {
 	s.hist.result(r, s.productID, s.cfg.Targets)
+	if share := s.cfg.Mix.RestockShare; share > 0 {
+		n := s.answered
+		s.answered++
+		if math.Floor(float64(n+1)*share) > math.Floor(float64(n)*share) {
+			select {
+			case s.due <- time.Now():
+			default:
+			}
+		}
+	}
 	if isRead(r.URL) {
 		s.reads++
 		return true

@@ -20,6 +20,10 @@ func TestParseMix(t *testing.T) {
 		{" reads = 0.25 , restocks = 2 ", Mix{Reads: 0.25, Restocks: 2}, ""},
 		{"restocks=500ms", Mix{Restocks: 2}, ""},
 		{"restocks=30/m", Mix{Restocks: 0.5}, ""},
+		{"restocks=2%", Mix{RestockShare: 0.02}, ""},
+		{"reads=10%,restocks=0.5%", Mix{Reads: 0.1, RestockShare: 0.005}, ""},
+		{"restocks=150%", Mix{}, "0 to 100%"},
+		{"restocks=x%", Mix{}, `restocks "x%"`},
 		{"reads=100%", Mix{}, "up to, not including, 100%"},
 		{"reads=-1%", Mix{}, "reads"},
 		{"reads=many", Mix{}, "want a percentage"},
@@ -42,17 +46,24 @@ func TestParseMix(t *testing.T) {
 	if s := (Mix{Reads: 0.1, Restocks: 2}).String(); s != "reads=10%,restocks=2/s" {
 		t.Errorf("String: got %q", s)
 	}
+	if s := (Mix{RestockShare: 0.025}).String(); s != "restocks=2.5%" {
+		t.Errorf("String: got %q", s)
+	}
+	if err := (Mix{Restocks: 1, RestockShare: 0.1}).validate(); err == nil || !strings.Contains(err.Error(), "not both") {
+		t.Errorf("a rate and a share: got %v, want an error", err)
+	}
 }
 
 // mixedSale is a short sale with reads and restocks mixed in, its history
-// written to dir.
+// written to dir. The restocks are paced by count, one per 20 answers, so
+// that they come however fast the sale goes.
 func mixedSale(dir string, targets ...string) Config {
 	cfg := shortSale(targets...)
 	cfg.Stock = 30
 	cfg.Rate, cfg.Duration, cfg.MaxRequests = 0, 0, 0
 	cfg.Buyers = 400 // at most 8 in flight: the mix's bound
 	cfg.RepeatShare = 0.1
-	cfg.Mix = Mix{Reads: 0.2, Restocks: 40}
+	cfg.Mix = Mix{Reads: 0.2, RestockShare: 0.05}
 	cfg.History = filepath.Join(dir, "history.jsonl")
 	return cfg
 }
@@ -75,11 +86,16 @@ func TestRunMixedSaleOnCorrectShopIsLinearizable(t *testing.T) {
 	if !rep.OK() || lin.Verdict != LinYes {
 		t.Fatalf("got %q, %s; want a pass, linearizable\n%s", rep.Verdict(), lin.Line(), out.String())
 	}
-	if rep.Reads != 80 || rep.Requests != 320 || rep.Restocks == 0 {
-		t.Errorf("got %d reads, %d restocks, %d purchases; want 80 reads (20%% of 400), some restocks, 320 purchases",
+	// One restock falls due per 20 answers: 20 in all, fewer when some fell
+	// due while one was in flight, and never none.
+	if rep.Restocks == 0 {
+		t.Fatalf("fault not injected: no restock ran during the sale, want 1 to 20\n%s", out.String())
+	}
+	if rep.Reads != 80 || rep.Requests != 320 || rep.Restocks > 20 {
+		t.Errorf("got %d reads, %d restocks, %d purchases; want 80 reads (20%% of 400), 1 to 20 restocks (one per 20 answers), 320 purchases",
 			rep.Reads, rep.Restocks, rep.Requests)
 	}
-	for _, want := range []string{"mixed in: reads=20%,restocks=40/s, at most 8 requests in flight",
+	for _, want := range []string{"mixed in: reads=20%,restocks=5%, at most 8 requests in flight",
 		"linearizable: yes (", "history: " + cfg.History, "from the last of"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -119,7 +135,7 @@ func TestRunMixedSaleOnRacyShopIsNotLinearizable(t *testing.T) {
 	a, _ := newFakeShop(true).serve(t)
 	dir := t.TempDir()
 	cfg := mixedSale(dir, a)
-	cfg.Mix.Restocks = 0
+	cfg.Mix.RestockShare = 0
 
 	var out bytes.Buffer
 	rep, err := Run(t.Context(), cfg, &out)
@@ -141,11 +157,13 @@ func TestRunMixedSaleOnRacyShopIsNotLinearizable(t *testing.T) {
 
 // A restock that answers with the state after a later purchase breaks no
 // count: the invariants all pass. The check sees the answer is not the
-// state the restock set.
+// state the restock set. The shop holds its first purchase until a
+// restock has set the stock, so that one sale at least comes after one.
 func TestRunLateRestockAnswerIsNotLinearizable(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
 	shop := newFakeShop(false)
 	shop.lateRestockAnswer = true
+	shop.holdFirstPurchaseForRestock()
 	a, _ := shop.serve(t)
 	cfg := mixedSale(t.TempDir(), a)
 	cfg.Stock = 1000 // purchases keep selling, so every restock sees one after it
@@ -155,6 +173,9 @@ func TestRunLateRestockAnswerIsNotLinearizable(t *testing.T) {
 	rep, err := Run(t.Context(), cfg, &out)
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, out.String())
+	}
+	if rep.Restocks == 0 || rep.Created < 2 {
+		t.Fatalf("fault not injected: %d restocks and %d purchases, want a restock with a purchase after it\n%s", rep.Restocks, rep.Created, out.String())
 	}
 	if rep.Oversold {
 		t.Fatalf("the counts show an oversell, want them clean\n%s", out.String())

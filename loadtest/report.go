@@ -137,10 +137,19 @@ func (r Report) WriteText(w io.Writer) error {
 	writeLinearizability(&b, r)
 
 	fmt.Fprintf(&b, "\nOutcomes of %d requests (%d repeat buyers)", r.Requests, r.Repeats)
-	if r.Reads > 0 || r.Restocks > 0 {
+	if r.Reads > 0 || r.Restocks > 0 || r.Mix.restocks() {
 		fmt.Fprintf(&b, ", and %d reads and %d restocks mixed in", r.Reads, r.Restocks)
 	}
 	b.WriteString("\n")
+	if r.Mix.restocks() && r.Restocks == 0 {
+		// Said, because the check then judged a sale without the restocks
+		// asked for.
+		fmt.Fprintf(&b, "  no restock ran (%s): the sale was over before the first was due", r.Mix)
+		if r.Mix.Restocks > 0 {
+			b.WriteString("; a share of the requests (restocks=2%) paces them by count")
+		}
+		b.WriteString("\n")
+	}
 	for _, k := range sortedKeys(r.ByOutcome) {
 		fmt.Fprintf(&b, "  %-24s %8d", k, r.ByOutcome[k])
 		if n := r.RepeatsByOutcome[k]; n > 0 {

@@ -73,3 +73,32 @@ func TestReportWriteText(t *testing.T) {
 		}
 	}
 }
+
+// A mix that asked for restocks says so when none ran, and how many ran
+// when some did; the hint to pace by count goes only with a rate.
+func TestReportSaysWhenNoRestockRan(t *testing.T) {
+	for _, tt := range []struct {
+		mix      Mix
+		restocks int
+		want     []string
+		not      string
+	}{
+		{Mix{Restocks: 2}, 0, []string{"and 0 reads and 0 restocks mixed in", "no restock ran (restocks=2/s): the sale was over before the first was due; a share of the requests (restocks=2%) paces them by count"}, ""},
+		{Mix{RestockShare: 0.5}, 0, []string{"no restock ran (restocks=50%): the sale was over before the first was due\n"}, "paces them by count"},
+		{Mix{Reads: 0.1, RestockShare: 0.01}, 3, []string{"and 0 reads and 3 restocks mixed in"}, "no restock ran"},
+		{Mix{}, 0, nil, "restocks mixed in"},
+	} {
+		var b strings.Builder
+		if err := (Report{Mix: tt.mix, Restocks: tt.restocks}).WriteText(&b); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range tt.want {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("mix %q with %d restocks: report lacks %q:\n%s", tt.mix, tt.restocks, want, b.String())
+			}
+		}
+		if tt.not != "" && strings.Contains(b.String(), tt.not) {
+			t.Errorf("mix %q with %d restocks: report says %q, want not:\n%s", tt.mix, tt.restocks, tt.not, b.String())
+		}
+	}
+}

@@ -56,9 +56,10 @@ and -duration make it a steady load instead. Every request is recorded, and
 the sale's history is checked for linearizability (porcupine): the report
 says "linearizable: yes", NO with the smallest anomaly found, or unknown,
 which is not a pass. -mix reads=10%,restocks=2/s mixes reads and restocks
-into the sale so that the check sees the state between purchases; the sale
-then runs at most 8 requests in flight (-max-workers), so that the check
-decides in milliseconds.
+into the sale so that the check sees the state between purchases;
+restocks=1% paces the restocks by the requests instead (one per 100), so
+that a fast sale gets them too. The sale then runs at most 8 requests in
+flight (-max-workers), so that the check decides in milliseconds.
 
 Every replica serves the live dashboard at /dashboard (its URL is printed);
 -keep keeps Redis and the replicas running after the sale, until Ctrl-C, to
@@ -114,7 +115,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.sale.Report, "report", "", "write the report as a self-contained HTML page with charts to this `file` (with -matrix: the matrix, a chart per row)")
 	fs.StringVar(&o.sale.ReportJSON, "report-json", "", "write the report as JSON to this `file` (with -matrix: every row's)")
 	fs.IntVar(&o.sale.MaxWorkers, "max-workers", 0, "most requests in flight (attack workers and connections per replica); 0: one per buyer of a burst")
-	mix := fs.String("mix", "", "mix reads and restocks into the sale for the linearizability check, e.g. reads=10%,restocks=1/s")
+	mix := fs.String("mix", "", "mix reads and restocks into the sale for the linearizability check, e.g. reads=10%,restocks=1/s, or restocks=1% for one per 100 requests")
 	fs.StringVar(&o.sale.History, "history", "", "write the sale's history, one operation per line, to this `file` (JSON lines)")
 	fs.DurationVar(&o.sale.CheckTimeout, "check-timeout", loadtest.DefaultCheckTimeout, "longest linearizability check; past it the verdict is unknown")
 
