@@ -122,9 +122,14 @@ func runSale(ctx context.Context, o options, rds *redisHandle, logs *replicaLogs
 		fmt.Fprintf(stderr, "demo: %v\n", err)
 		return exitError
 	}
+	noFault := ""
 	if cfg.Lock == app.LockRedis {
 		rejected, lost := c.counters()
 		fmt.Fprintf(stdout, "demo: the replicas counted %d fence rejection(s) and %d lost lease(s)\n", rejected, lost)
+		if expiresLeases(cfg) && lost == 0 && ctx.Err() == nil {
+			noFault = fmt.Sprintf("demo: FAULT NOT INJECTED: holders pause %v with probability %g, past the %v lease with renewal off, yet no lease was lost: the sale does not show the fault\n",
+				cfg.ChaosPause, cfg.ChaosProb, cfg.LockTTL)
+		}
 	}
 	if s := logs.summary(); s != "" {
 		fmt.Fprintf(stdout, "demo: %s\n", s)
@@ -132,6 +137,10 @@ func runSale(ctx context.Context, o options, rds *redisHandle, logs *replicaLogs
 	fmt.Fprintf(stdout, "demo: %s\n", rep.Verdict())
 	code := exitOK
 	if !rep.OK() {
+		code = exitFail
+	}
+	if noFault != "" {
+		fmt.Fprint(stdout, noFault)
 		code = exitFail
 	}
 	if o.keep && ctx.Err() == nil {

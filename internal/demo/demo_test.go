@@ -79,6 +79,42 @@ func TestDemoDetectsOversell(t *testing.T) {
 	}
 }
 
+// A sale with the lease-expiry fault (renewal off, a chaos pause longer
+// than the lease) must show it: lost leases. When it does not (here a
+// pause so unlikely that no holder takes it), the demo says "fault not
+// injected" and fails, even though nothing was oversold.
+func TestDemoLeaseExpiryShowsItsFault(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
+	}
+	fault := []string{"-buyers", "40", "-stock", "5", "-lock-renew=false", "-lock-ttl", "200ms", "-chaos-pause", "300ms"}
+	for _, tt := range []struct {
+		prob string
+		code int
+		want string
+	}{
+		{"1", 0, "demo: PASS"},
+		{"1e-12", 1, "demo: FAULT NOT INJECTED: holders pause 300ms with probability 1e-12, past the 200ms lease with renewal off, yet no lease was lost"},
+	} {
+		t.Run("prob="+tt.prob, func(t *testing.T) {
+			r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": "server"}, append(fault, "-chaos-prob", tt.prob)...)
+			if r.code != tt.code || !strings.Contains(r.stdout, tt.want) {
+				t.Errorf("got exit %d, want %d with %q:\n%s", r.code, tt.code, tt.want, r.stdout)
+			}
+			m := regexp.MustCompile(`counted (\d+) fence rejection\(s\) and (\d+) lost lease\(s\)`).FindStringSubmatch(r.stdout)
+			switch {
+			case m == nil:
+				t.Error("stdout lacks the replicas' counts")
+			case tt.code == 0 && (m[2] == "0" || strings.Contains(r.stdout, "FAULT NOT INJECTED")):
+				t.Errorf("every holder paused past its lease, yet %s leases lost", m[2])
+			case tt.code != 0 && m[2] != "0":
+				t.Errorf("%s leases lost with the pause never taken", m[2])
+			}
+			assertCleanedUp(t, r)
+		})
+	}
+}
+
 // With reads and restocks mixed in (at most 8 requests in flight), the
 // linearizability check judges every answer: yes under the Redis lock, NO
 // under the local lock of two replicas, whose lost updates show in the

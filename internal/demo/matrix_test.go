@@ -17,7 +17,8 @@ import (
 // lock, batched or not, with or without expiring leases (the fence refuses
 // the late writes), and in each of the three broken configurations, with
 // nothing injected into the rows without a fault: the burst alone races.
-// The rows without an oversell must also have linearizable histories.
+// The rows without an oversell must also have linearizable histories, and
+// the fault rows must show their fault (leases lost, late writes refused).
 func TestMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: every lock mode's demo sale, and the report in a browser")
@@ -66,7 +67,11 @@ func checkMatrixJSON(t *testing.T, path string) {
 		Passed bool `json:"passed"`
 		Rows   []struct {
 			Mode           string `json:"mode"`
+			Fault          string `json:"fault"`
 			ExpectOversell bool   `json:"expect_oversell"`
+			LeasesLost     int64  `json:"leases_lost"`
+			FenceRejected  int64  `json:"fence_rejected"`
+			Sales          int    `json:"sales"`
 			Linearizable   string `json:"linearizable"`
 			Verdict        string `json:"verdict"`
 			Report         struct {
@@ -86,6 +91,14 @@ func checkMatrixJSON(t *testing.T, path string) {
 		if row.Verdict != "ok" || row.Report.Oversold != row.ExpectOversell || row.Report.Requests == 0 ||
 			row.Linearizable != row.Report.Linearizability.Verdict || (!row.ExpectOversell && row.Linearizable != "yes") {
 			t.Errorf("matrix JSON row %+v: want verdict ok, oversold as expected, linearizable where not, and the sale's report", row)
+		}
+		// The fault rows show their fault: leases lost, and with the
+		// fence on, late writes refused.
+		if row.Fault != "" && (row.LeasesLost == 0 || (!strings.Contains(row.Fault, "no fence") && row.FenceRejected == 0)) {
+			t.Errorf("matrix JSON row %s (%s): %d leases lost, %d fence rejections: the fault did not show", row.Mode, row.Fault, row.LeasesLost, row.FenceRejected)
+		}
+		if row.Sales < 1 || row.Sales > 3 {
+			t.Errorf("matrix JSON row %s (%s): %d sales, want 1 to 3", row.Mode, row.Fault, row.Sales)
 		}
 	}
 }

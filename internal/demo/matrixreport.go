@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/seckill-ref/seckill/loadtest"
@@ -27,22 +28,28 @@ var matrixReport = template.Must(template.New("matrix").Funcs(template.FuncMap{
 
 // matrixRow is one row as the page and the JSON show it.
 type matrixRow struct {
-	Mode           string          `json:"mode"`
-	Batch          string          `json:"batch"`
-	Fault          string          `json:"fault"`
-	Label          string          `json:"label"`
-	Name           string          `json:"name"`
-	ExpectOversell bool            `json:"expect_oversell"`
-	Ran            bool            `json:"ran"`
-	Error          string          `json:"error,omitempty"`
-	Matched        bool            `json:"matched"`
-	Linearizable   string          `json:"linearizable"` // yes, NO, unknown or - (not checked)
-	Verdict        string          `json:"verdict"`      // ok, mismatch or error
-	Why            string          `json:"why"`
-	FenceRejected  int64           `json:"fence_rejected"`
-	LeasesLost     int64           `json:"leases_lost"`
-	Report         loadtest.Report `json:"report"`
-	Chart          template.HTML   `json:"-"`
+	Mode           string `json:"mode"`
+	Batch          string `json:"batch"`
+	Fault          string `json:"fault"`
+	Label          string `json:"label"`
+	Name           string `json:"name"`
+	ExpectOversell bool   `json:"expect_oversell"`
+	Ran            bool   `json:"ran"`
+	Error          string `json:"error,omitempty"`
+	Matched        bool   `json:"matched"`
+	Linearizable   string `json:"linearizable"` // yes, NO, unknown or - (not checked)
+	Verdict        string `json:"verdict"`      // ok, mismatch, fault not injected or error
+	Why            string `json:"why"`
+	FenceRejected  int64  `json:"fence_rejected"`
+	LeasesLost     int64  `json:"leases_lost"`
+	// Overlaps counts the fault rows' stalled holders that saw the next
+	// holder get in; Sales is the row's sales, more than 1 when one
+	// without its fault ran again.
+	Overlaps int64           `json:"overlaps"`
+	Sales    int             `json:"sales"`
+	Report   loadtest.Report `json:"report"`
+	Chart    template.HTML   `json:"-"`
+	Class    string          `json:"-"` // the verdict's CSS class
 }
 
 // matrixPage is the whole matrix.
@@ -63,34 +70,19 @@ func newMatrixPage(o options, results []*result) matrixPage {
 	}
 	p := matrixPage{Stock: o.sale.Stock, Load: load, Replicas: o.replicas, Passed: true,
 		FaultTTL: faultTTL.String(),
-		Fault:    fmt.Sprintf("holders work %v and %.0f%% of them stall %v more", faultWork, faultProb*100, faultPause)}
+		Fault: fmt.Sprintf("holders work %v; the first, and %.0f%% of the others, then stall until the next holder is in, %v at most; a sale without the fault runs again, %d sales at most",
+			faultWork, faultProb*100, faultMaxStall, maxRowAttempts)}
 	for _, r := range results {
+		v, why := r.judge()
 		row := matrixRow{
-			Mode: string(r.mode), Batch: r.batchText(), Fault: r.fault, Label: r.label,
-			ExpectOversell: r.oversell, Ran: r.ran, Matched: r.matched(),
-			FenceRejected: r.fenceRejected, LeasesLost: r.leaseLost, Report: r.rep, Linearizable: r.linText(),
+			Mode: string(r.mode), Batch: r.batchText(), Fault: r.fault, Label: r.label, Name: r.name(),
+			ExpectOversell: r.oversell, Ran: r.ran, Matched: v == verdictOK,
+			Verdict: string(v), Why: why + r.earlierText(), Class: strings.ReplaceAll(string(v), " ", "-"),
+			FenceRejected: r.fenceRejected, LeasesLost: r.leaseLost, Overlaps: r.overlaps, Sales: r.attempt,
+			Report: r.rep, Linearizable: r.linText(),
 		}
-		row.Name = row.Mode
-		if r.fault != "" {
-			row.Name += " (" + r.fault + ")"
-		}
-		if r.label != "" {
-			row.Name += " (" + r.label + ")"
-		}
-		switch {
-		case !r.ran || r.err != nil:
-			row.Verdict, row.Why = "error", "did not run to the end"
-			if r.err != nil {
-				row.Error = r.err.Error()
-			}
-		case r.matched():
-			row.Verdict, row.Why = "ok", r.why
-		case r.oversell:
-			row.Verdict, row.Why = "mismatch", "did not oversell, but it should have: the race did not happen in this run"
-		case r.rep.Oversold:
-			row.Verdict, row.Why = "mismatch", "OVERSOLD, and it must not"
-		default:
-			row.Verdict, row.Why = "mismatch", "did not oversell, but its history must be linearizable: "+r.rep.Linearizability.Line()
+		if r.err != nil {
+			row.Error = r.err.Error()
 		}
 		if row.Verdict != "ok" {
 			p.Passed = false

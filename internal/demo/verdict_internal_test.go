@@ -1,0 +1,139 @@
+package demo
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
+	"github.com/seckill-ref/seckill/loadtest"
+)
+
+// sold is a result of row r that ran, oversold or not, with the history's
+// verdict lin and the fault's counters.
+func sold(r row, oversold bool, lin loadtest.LinVerdict, leaseLost, fenceRejected, overlaps int64) *result {
+	res := &result{row: r, ran: true, attempt: 1, leaseLost: leaseLost, fenceRejected: fenceRejected, overlaps: overlaps}
+	res.rep.Oversold = oversold
+	res.rep.Linearizability.Verdict = lin
+	return res
+}
+
+// The verdict of each row asks for the evidence of its fault: a fault row
+// whose sale lost no lease (or, fenced, had no late write refused; or,
+// unfenced, no stalled holder overlapped) is "fault not injected", never
+// ok, and is run again while it has sales left. A safety failure is a
+// mismatch whether the fault happened or not.
+func TestJudgeAsksForTheFault(t *testing.T) {
+	rows := matrixRows(2)
+	redis, local, none, fenced, unfenced := rows[0], rows[2], rows[3], rows[4], rows[5]
+	if !fenced.expired || fenced.unsafe || !unfenced.expired || !unfenced.unsafe || local.mode != "local" || none.mode != "none" {
+		t.Fatalf("matrixRows changed: %+v", rows)
+	}
+	yes, no := loadtest.LinYes, loadtest.LinNo
+	for _, tt := range []struct {
+		name string
+		res  *result
+		want verdict
+		why  string
+	}{
+		{"fenced, as expected", sold(fenced, false, yes, 2, 2, 2), verdictOK, "leases lost: 2, late writes refused by the fence: 2"},
+		{"fenced, no lease lost", sold(fenced, false, yes, 0, 0, 0), verdictNoFault, "no lease was lost, the fence refused no late write"},
+		{"fenced, no lease lost but a rejection", sold(fenced, false, yes, 0, 1, 1), verdictNoFault, "no lease was lost"},
+		{"fenced, leases lost but nothing refused", sold(fenced, false, yes, 3, 0, 0), verdictNoFault, "the fence refused no late write"},
+		{"fenced, oversold without the fault", sold(fenced, true, no, 0, 0, 0), verdictMismatch, "OVERSOLD"},
+		{"fenced, not linearizable", sold(fenced, false, no, 2, 2, 2), verdictMismatch, "must be linearizable"},
+		{"unfenced, as expected", sold(unfenced, true, no, 3, 0, 2), verdictOK, "stalled holders that saw the next one get in: 2"},
+		{"unfenced, no lease lost", sold(unfenced, false, yes, 0, 0, 0), verdictNoFault, "no lease was lost, no stalled holder saw the next one get in"},
+		{"unfenced, no overlap", sold(unfenced, false, yes, 3, 0, 0), verdictNoFault, "no stalled holder saw the next one get in"},
+		{"unfenced, the fault but no oversell seen", sold(unfenced, false, yes, 3, 0, 2), verdictMismatch, "the checker saw no oversell"},
+		{"unfenced, oversold without a lost lease", sold(unfenced, true, no, 0, 0, 0), verdictMismatch, "did not come from the fault"},
+		{"control, oversold", sold(none, true, no, 0, 0, 0), verdictOK, "nothing excludes anyone"},
+		{"control, no oversell", sold(local, false, yes, 0, 0, 0), verdictNoFault, "the race did not happen"},
+		{"redis, oversold", sold(redis, true, no, 0, 0, 0), verdictMismatch, "OVERSOLD"},
+		{"redis, as expected", sold(redis, false, yes, 0, 0, 0), verdictOK, "excludes every replica"},
+		{"did not run", &result{row: fenced, attempt: 1}, verdictError, "did not run"},
+	} {
+		got, why := tt.res.judge()
+		if got != tt.want || !strings.Contains(why, tt.why) {
+			t.Errorf("%s: got %q (%s), want %q with %q", tt.name, got, why, tt.want, tt.why)
+		}
+		if rerun := tt.want == verdictNoFault; tt.res.rerun() != rerun {
+			t.Errorf("%s: rerun %v at sale 1 of %d, want %v", tt.name, !rerun, maxRowAttempts, rerun)
+		}
+	}
+	last := sold(fenced, false, yes, 0, 0, 0)
+	last.attempt = maxRowAttempts
+	if last.rerun() {
+		t.Errorf("sale %d of %d without its fault: rerun, want the row reported", last.attempt, maxRowAttempts)
+	}
+}
+
+// A row that never got its fault fails the matrix as "fault not
+// injected", with the sales that ran and why each was run again.
+func TestWriteVerdictsFaultNotInjected(t *testing.T) {
+	rows := matrixRows(2)
+	ok := sold(rows[0], false, loadtest.LinYes, 0, 0, 0)
+	res := sold(rows[4], false, loadtest.LinYes, 0, 0, 0)
+	res.attempt = maxRowAttempts
+	res.earlier = []string{"sale 1: no lease was lost", "sale 2: no lease was lost"}
+	var b strings.Builder
+	code := writeVerdicts(&b, []*result{ok, res}, false)
+	if code != exitFail {
+		t.Errorf("exit status: got %d, want %d", code, exitFail)
+	}
+	for _, want := range []string{
+		"ok       redis did not oversell and is linearizable, as expected",
+		"FAULT NOT INJECTED redis (lease expiry): no lease was lost, the fence refused no late write, in each of 3 sales (sale 3 of at most 3; sale 1: no lease was lost; sale 2: no lease was lost): the row shows nothing",
+		"matrix: FAIL: 1 of 2 rows not as expected",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("verdicts lack %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// The fault rows' hook: the first holder stalls until the next holder
+// reaches the hook, which ends the stall and counts an overlap; a stall
+// nobody ends lasts maxStall, and one whose request ends stops with it.
+func TestStallHook(t *testing.T) {
+	h := newStallHook(time.Millisecond, time.Minute, 0)
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		h.run(context.Background())
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := poll.Until(ctx, time.Millisecond, func() (bool, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.stalled) == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("the first holder did not stall: %v", err)
+	}
+	select {
+	case <-first:
+		t.Fatal("the first holder returned while stalled")
+	default:
+	}
+	h.run(context.Background()) // the next holder: probability 0, it does not stall
+	select {
+	case <-first:
+	case <-ctx.Done():
+		t.Fatal("the next holder's arrival did not end the first one's stall")
+	}
+	if n := h.overlapCount(); n != 1 {
+		t.Errorf("overlaps: got %d, want 1", n)
+	}
+
+	alone := newStallHook(0, 5*time.Millisecond, 1)
+	alone.run(context.Background()) // returns after maxStall
+	if n := alone.overlapCount(); n != 0 || len(alone.stalled) != 0 {
+		t.Errorf("a stall nobody ended: got %d overlaps and %d still stalled, want 0 and 0", n, len(alone.stalled))
+	}
+	gone, stop := context.WithCancel(context.Background())
+	stop()
+	newStallHook(0, time.Minute, 1).run(gone) // returns at once
+}
