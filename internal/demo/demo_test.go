@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -49,7 +50,9 @@ func TestDemoPasses(t *testing.T) {
 
 // The control group: without a lock, the burst oversells and the demo says
 // so, with the exit status CI reads: 1 plainly, 0 when the oversell is
-// what was expected.
+// what was expected. A 10 ms pause between each purchase's read and its
+// write makes the overlap certain, however fast the replicas get through
+// the burst without it.
 func TestDemoDetectsOversell(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
@@ -65,7 +68,7 @@ func TestDemoDetectsOversell(t *testing.T) {
 		{"expected", []string{"-expect-oversell"}, 0, "demo: PASS: oversell detected"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := runDemo(t, context.Background(), nil, nil, args(append([]string{"-lock", "none"}, tt.extra...)...)...)
+			r := runDemo(t, context.Background(), nil, nil, args(append([]string{"-lock", "none", "-chaos-pause", "10ms"}, tt.extra...)...)...)
 			if r.code != tt.code {
 				t.Errorf("exit status: got %d, want %d", r.code, tt.code)
 			}
@@ -118,13 +121,16 @@ func TestDemoLeaseExpiryShowsItsFault(t *testing.T) {
 // With reads and restocks mixed in (at most 8 requests in flight), the
 // linearizability check judges every answer: yes under the Redis lock, NO
 // under the local lock of two replicas, whose lost updates show in the
-// reads.
+// reads. The restocks are paced by count, one per 50 answers, so that the
+// sale has them however fast it goes; under the local lock a 5 ms pause
+// between each purchase's read and its write makes the two replicas'
+// critical sections overlap for certain.
 func TestDemoMixedSaleIsChecked(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
 	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
-	mixed := []string{"-buyers", "600", "-stock", "50", "-mix", "reads=10%,restocks=5/s"}
+	mixed := []string{"-buyers", "600", "-stock", "50", "-mix", "reads=10%,restocks=2%"}
 	for _, tt := range []struct {
 		lock, want, verdict string
 	}{
@@ -134,13 +140,13 @@ func TestDemoMixedSaleIsChecked(t *testing.T) {
 		t.Run(tt.lock, func(t *testing.T) {
 			extra := []string{"-lock", tt.lock}
 			if tt.lock != "redis" {
-				extra = append(extra, "-expect-oversell")
+				extra = append(extra, "-expect-oversell", "-chaos-pause", "5ms")
 			}
 			r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": "server"}, append(mixed, extra...)...)
 			if r.code != 0 {
 				t.Errorf("exit status: got %d, want 0", r.code)
 			}
-			wants := []string{"mixed in: reads=10%,restocks=5/s, at most 8 requests in flight", tt.want, tt.verdict}
+			wants := []string{"mixed in: reads=10%,restocks=2%, at most 8 requests in flight", tt.want, tt.verdict}
 			if tt.lock == "local" {
 				wants = append(wants, "demo: the replicas run as processes of their own (pids ")
 			}
@@ -148,6 +154,12 @@ func TestDemoMixedSaleIsChecked(t *testing.T) {
 				if !strings.Contains(r.stdout, want) {
 					t.Errorf("stdout lacks %q", want)
 				}
+			}
+			// One restock falls due per 50 of the 600 answers: 1 to 12.
+			if m := restocksRE.FindStringSubmatch(r.stdout); m == nil {
+				t.Errorf("stdout does not say how many restocks ran")
+			} else if n, _ := strconv.Atoi(m[1]); n < 1 || n > 12 {
+				t.Errorf("fault not injected: %d restocks ran, want 1 to 12 (one per 50 answers)", n)
 			}
 			if m := vizRE.FindStringSubmatch(r.stdout); tt.lock != "redis" {
 				if m == nil {
@@ -161,7 +173,10 @@ func TestDemoMixedSaleIsChecked(t *testing.T) {
 	}
 }
 
-var vizRE = regexp.MustCompile(`porcupine's visualization of product \d+: (\S+)`)
+var (
+	vizRE      = regexp.MustCompile(`porcupine's visualization of product \d+: (\S+)`)
+	restocksRE = regexp.MustCompile(`and \d+ reads and (\d+) restocks mixed in`)
+)
 
 // A Ctrl-C (here: the context ending, which is what the signal does) stops
 // the sale early, with purchases in flight and holding the lock; the demo
@@ -243,7 +258,7 @@ func TestDemoReport(t *testing.T) {
 	}
 	dir := t.TempDir()
 	page, data := filepath.Join(dir, "sale.html"), filepath.Join(dir, "sale.json")
-	r := runDemo(t, context.Background(), nil, nil, args("-lock", "none", "-expect-oversell", "-report", page, "-report-json", data)...)
+	r := runDemo(t, context.Background(), nil, nil, args("-lock", "none", "-chaos-pause", "10ms", "-expect-oversell", "-report", page, "-report-json", data)...)
 	if r.code != 0 {
 		t.Fatalf("exit status: got %d, want 0", r.code)
 	}
