@@ -286,7 +286,8 @@ func writeVerdicts(w io.Writer, results []*result, interrupted bool) int {
 			fmt.Fprintf(w, "ok       %s %s, as expected: %s%s\n", name, what, why, r.earlierText())
 		case verdictNoFault:
 			bad++
-			fmt.Fprintf(w, "FAULT NOT INJECTED %s: %s, in each of %d sales%s: the row shows nothing\n", name, why, r.attempt, r.earlierText())
+			sales := append(r.earlier[:len(r.earlier):len(r.earlier)], fmt.Sprintf("sale %d: %s", r.attempt, why))
+			fmt.Fprintf(w, "FAULT NOT INJECTED %s in %d sales (%s): the row shows nothing\n", name, r.attempt, strings.Join(sales, "; "))
 		default:
 			bad++
 			fmt.Fprintf(w, "MISMATCH %s %s%s\n", name, why, r.earlierText())

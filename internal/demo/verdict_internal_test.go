@@ -84,7 +84,7 @@ func TestWriteVerdictsFaultNotInjected(t *testing.T) {
 	}
 	for _, want := range []string{
 		"ok       redis did not oversell and is linearizable, as expected",
-		"FAULT NOT INJECTED redis (lease expiry): no lease was lost, the fence refused no late write, in each of 3 sales (sale 3 of at most 3; sale 1: no lease was lost; sale 2: no lease was lost): the row shows nothing",
+		"FAULT NOT INJECTED redis (lease expiry) in 3 sales (sale 1: no lease was lost; sale 2: no lease was lost; sale 3: no lease was lost, the fence refused no late write): the row shows nothing",
 		"matrix: FAIL: 1 of 2 rows not as expected",
 	} {
 		if !strings.Contains(b.String(), want) {
