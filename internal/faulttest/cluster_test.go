@@ -329,27 +329,15 @@ func waitSold(ctx context.Context, r *replica, id int64, n int64, timeout time.D
 	return nil
 }
 
-// waitHolding polls until the product has at least minSold orders and r
-// is inside a purchase's critical section (it holds the product's lock),
-// and returns r's metrics at that moment. The caller acts on r at once:
-// with a chaos pause, r stays inside for the pause's length, far longer
-// than a scrape. The hold may be past its write (see waitHoldStart); a
-// kill does not mind.
-func waitHolding(ctx context.Context, r, observer *replica, id, minSold int64, timeout time.Duration) (metrics, error) {
-	return waitHold(ctx, r, observer, id, minSold, false, timeout)
-}
-
-// waitHoldStart is waitHolding for a hold that began after the orders
-// were counted, seen at its start: before its write (with a chaos pause,
-// for the pause's length). A hold that is merely seen is often the one
-// whose own write just raised the count over minSold: past its write and
-// about to release, where a SIGSTOP or a Redis restart tests nothing. The
+// waitHoldStart polls until the product has at least minSold orders and
+// r has since taken the product's lock anew and holds it, and returns r's
+// metrics at that moment. The hold is seen at its start: before its write
+// (with a chaos pause, for the pause's length), and the caller acts on r
+// at once. A hold that is merely seen is often the one whose own write
+// just raised the count over minSold: past its write and about to
+// release, where a kill, a SIGSTOP or a Redis restart tests nothing. The
 // bigger the batches, the likelier that is.
 func waitHoldStart(ctx context.Context, r, observer *replica, id, minSold int64, timeout time.Duration) (metrics, error) {
-	return waitHold(ctx, r, observer, id, minSold, true, timeout)
-}
-
-func waitHold(ctx context.Context, r, observer *replica, id, minSold int64, fresh bool, timeout time.Duration) (metrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var m metrics
@@ -363,9 +351,6 @@ func waitHold(ctx context.Context, r, observer *replica, id, minSold int64, fres
 			var err error
 			if m, err = scrape(ctx, r); err != nil {
 				return false, nil
-			}
-			if !fresh {
-				return m.held() >= 1, nil
 			}
 			counted, seen = true, m.acquisitions()
 			return false, nil

@@ -65,7 +65,7 @@ func (h *holderSale) run(once func(ctx context.Context, before metrics) (done bo
 				return err
 			}
 		}
-		return fmt.Errorf("%d attempts, none caught %s inside its critical section: %v", maxFaultAttempts, h.a.name, h.notes)
+		return fmt.Errorf("fault not injected: %d attempts, none caught %s inside its critical section: %v", maxFaultAttempts, h.a.name, h.notes)
 	}
 	cfg := saleConfig(h.id, pick(60, 100), pick(6*time.Second, 15*time.Second), h.b, h.a)
 	return h.c.sale(cfg, h.control, fault, &h.notes)

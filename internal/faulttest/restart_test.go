@@ -103,7 +103,7 @@ func restartRedis(t *testing.T, db database, control bool) {
 	assertSafe(t, rep)
 	assertFencesIncrease(t, orders)
 	if ma.fenceRejections() == 0 {
-		t.Errorf("fence rejections of the replica stalled across the restart: got 0, want > 0")
+		t.Errorf("fault not injected: fence rejections of the replica stalled across the restart: got 0, want > 0")
 	}
 	if rep.After.Sold <= soldAtRestart {
 		t.Errorf("orders after the sale: got %d, want more than the %d there were at the restart", rep.After.Sold, soldAtRestart)

@@ -105,7 +105,7 @@ func staleSnapshot(t *testing.T, control bool) {
 		}
 		restarted := time.Now()
 		if atSave >= atRestart {
-			return fmt.Errorf("the snapshot's fence counter (at most %d) is not older than the last token issued before the restart (%d): the scenario tests nothing", atSave, atRestart)
+			return fmt.Errorf("fault not injected: the snapshot's fence counter (at most %d) is not older than the last token issued before the restart (%d)", atSave, atRestart)
 		}
 		if err := waitSold(ctx, b, id, soldAtRestart+5, 30*time.Second); err != nil {
 			return fmt.Errorf("after the restart: %w", err)
@@ -131,7 +131,7 @@ func staleSnapshot(t *testing.T, control bool) {
 	assertSafe(t, rep)
 	if control {
 		if claims < staleSnapshotStall {
-			t.Errorf("control: fence rejections at the claim after the restart: got %v, want at least %d: the tokens did not go back, and the scenario would not catch it", claims, staleSnapshotStall)
+			t.Errorf("control: fault not injected: fence rejections at the claim after the restart: got %v, want at least %d: the tokens did not go back, and the scenario would not catch it", claims, staleSnapshotStall)
 		}
 		return
 	}
