@@ -243,9 +243,13 @@ func TestWaitReplicasAcknowledgement(t *testing.T) {
 		_, err := pipe.Exec(ctx)
 		return err == nil && acks.Val() == int64(1)
 	})
+	// The acknowledged acquisition has 10 s to be acknowledged, so that a
+	// busy machine's slow replica does not fail it; the refused one waits
+	// out its timeout, so that one is short.
+	patient := newLocker(t, master, lock.Options{WaitReplicas: 1, WaitReplicasTimeout: 10 * time.Second})
 	l := newLocker(t, master, lock.Options{WaitReplicas: 1, WaitReplicasTimeout: 200 * time.Millisecond})
 
-	lk := mustAcquire(t, l, "res")
+	lk := mustAcquire(t, patient, "res")
 	if got := holder(replica.Client(), "res"); got != lk.Owner() {
 		t.Fatalf("replica has %q right after Acquire, want the owner %q", got, lk.Owner())
 	}
