@@ -223,3 +223,7 @@ func (l *Locker) Listening(name string) bool {
 	q := l.queues[name]
 	return q != nil && q.listening
 }
+
+// ID is this Locker's process id, under which it stands in the locks'
+// queues in Redis.
+func (l *Locker) ID() string { return l.id }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -322,44 +323,42 @@ func TestLateAcquireAfterWithdrawIsRefused(t *testing.T) {
 // a Pub/Sub hop), but never more than the burst while another process
 // waits: processes take turns.
 //
-// "While another process waits" means while it is in Redis's queue, which
-// the holds alone do not show. A process is queued by its own release when
-// it has more local waiters, or by its driver, a round trip after its first
-// waiter arrives; until then, the holder's process keeps the lock, as
-// nobody else is queued. So the runs are judged only between the first change of process
-// (both are in line by then) and the first goroutine to finish (until
-// then each process has six goroutines, so a releasing one leaves others
-// waiting, and the release queues its process again).
+// "While another process waits" means while it stands in Redis's queue: a
+// process queues there a round trip after its first goroutine starts
+// waiting (its driver subscribes, then registers), or with the release of
+// its own holder, and until then the holder's process keeps the lock, as
+// nobody else is queued. So each hold reads the queue, and a run counts
+// the holds in a row of one process during which the other stood in it.
 func TestLocalBurstIsBounded(t *testing.T) {
 	srv := redistest.Start(t)
+	admin := srv.Client()
 	const perLocker, rounds, burst = 6, 12, 4
 	lockers := []*lock.Locker{newLocker(t, srv, lock.Options{WaitTimeout: 20 * time.Second}), newLocker(t, srv, lock.Options{WaitTimeout: 20 * time.Second})}
 	type hold struct {
-		p        int
-		allAlive bool // no goroutine had finished when it began
+		p           int
+		otherQueued bool // the other process stood in Redis's queue during the hold
 	}
 	var mu sync.Mutex
 	var holds []hold // in order
-	finished := false
 	var wg sync.WaitGroup
 	for p, l := range lockers {
+		other := lockers[1-p].ID()
 		for range perLocker {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				defer func() {
-					mu.Lock()
-					finished = true
-					mu.Unlock()
-				}()
 				for range rounds {
 					lk, err := l.Acquire(context.Background(), "res")
 					if err != nil {
 						t.Error(err)
 						return
 					}
+					queue, err := admin.LRange(context.Background(), lockKey("res")+":queue", 0, -1).Result()
+					if err != nil {
+						t.Error(err)
+					}
 					mu.Lock()
-					holds = append(holds, hold{p, !finished})
+					holds = append(holds, hold{p, slices.Contains(queue, other)})
 					mu.Unlock()
 					busy(200 * time.Microsecond)
 					_ = lk.Release(context.Background())
@@ -368,28 +367,31 @@ func TestLocalBurstIsBounded(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	run, longest, switches := 0, 0, 0
+	run, longest, switches, judged := 0, 0, 0, 0
 	for i, h := range holds {
-		if !h.allAlive {
-			break
+		if i > 0 && h.p != holds[i-1].p {
+			switches++
 		}
 		switch {
-		case i == 0:
-		case h.p != holds[i-1].p:
-			switches++
-			run = 1
-		case switches > 0:
+		case !h.otherQueued:
+			run = 0
+		case i > 0 && h.p == holds[i-1].p && run > 0:
 			run++
+		default:
+			run = 1
+		}
+		if h.otherQueued {
+			judged++
 		}
 		longest = max(longest, run)
 	}
 	if longest > burst {
-		t.Errorf("one process held the lock %d times in a row while the other waited, want at most %d", longest, burst)
+		t.Errorf("one process held the lock %d times in a row while the other stood in Redis's queue, want at most %d", longest, burst)
 	}
-	if switches < 2*perLocker*rounds/burst/2 {
-		t.Errorf("the lock changed process only %d times", switches)
+	if judged < len(holds)/2 || switches < 2*perLocker*rounds/burst/2 {
+		t.Errorf("fault not injected: the other process stood in the queue during %d of %d holds, and the lock changed process %d times", judged, len(holds), switches)
 	}
-	t.Logf("longest run %d, process switches %d", longest, switches)
+	t.Logf("longest run %d, process switches %d, holds judged %d of %d", longest, switches, judged, len(holds))
 }
 
 // A process's run of holds in a row ends when the lock goes free with
