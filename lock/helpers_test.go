@@ -142,6 +142,24 @@ func (c *inFlight) later(p []byte, delay time.Duration, landing func()) (int, er
 	return len(p), nil
 }
 
+// held reports p written, and writes a copy of it once gate is closed, in
+// the background; landing, if not nil, runs just before the copy is
+// written.
+func (c *inFlight) held(p []byte, gate <-chan struct{}, landing func()) (int, error) {
+	buf := append([]byte(nil), p...)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		<-gate // the packet is in flight
+		if landing != nil {
+			landing()
+		}
+		_ = c.Conn.SetWriteDeadline(time.Time{})
+		_, _ = c.Conn.Write(buf)
+	}()
+	return len(p), nil
+}
+
 func (c *inFlight) Close() error {
 	go func() {
 		c.wg.Wait()

@@ -196,15 +196,7 @@ func (c *checkConn) Write(p []byte) (int, error) {
 		c.h.mu.Lock()
 		c.h.gates = append(c.h.gates, gate)
 		c.h.mu.Unlock()
-		buf := append([]byte(nil), p...)
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			<-gate
-			_, _ = c.Conn.Write(buf)
-			c.h.landed.Add(1)
-		}()
-		return len(p), nil
+		return c.held(p, gate, func() { c.h.landed.Add(1) })
 	case script == "release" && c.h.dropRelease.CompareAndSwap(true, false):
 		c.drop.Store(true)
 	}

@@ -42,22 +42,32 @@ func TestLostRegistrationReplyControlRetriedCallRegrants(t *testing.T) {
 
 // lostRegistrationReply: h holds the lock; p waits. p's registration (the
 // acquire script in mode '1', ticket T) runs and its reply is lost; a
-// request identical to it (go-redis's retry) is delayed 1.5 s on the
-// network. h then releases: the lock is granted, with a claim lease, to
-// whichever ticket p is queued under, and becomes p's Lock L. L's first
-// extension is delayed 1 s, past the claim: L is lost, and released after
-// its key expired. Then the delayed requests land. It returns what is
-// wrong once they have been answered, or nil.
+// request identical to it (go-redis's retry) is held back on the network.
+// h then releases: the lock is granted, with a claim lease, to whichever
+// ticket p is queued under, and becomes p's Lock L. L's first extension is
+// held back too, until L's lease has ended and its key expired: L is
+// lost, and released. Only then do the held requests land. It returns what
+// is wrong once they have been answered, or nil.
 func lostRegistrationReply(t *testing.T) error {
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	ctx := context.Background()
 	loadScripts(t, admin)
-	f := &registrationFaults{}
-	pc := wrappedClient(t, srv, redis.Options{}, func(conn net.Conn) net.Conn {
+	f := &registrationFaults{extension: make(chan struct{}), retry: make(chan struct{})}
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			f.letThrough()
+		}
+	})
+	// The held requests' replies come long after they were sent.
+	pc := wrappedClient(t, srv, redis.Options{ReadTimeout: time.Minute}, func(conn net.Conn) net.Conn {
 		return &faultyConn{inFlight: inFlight{Conn: conn}, f: f}
 	})
-	p := newLockerOn(t, pc, lock.Options{WaitTimeout: 20 * time.Second})
+	// A short lease: whether L came with a claim lease (the grant
+	// message) or with the full lease (p's re-check took the grant), it
+	// ends soon.
+	p := newLockerOn(t, pc, lock.Options{TTL: 2 * time.Second, WaitTimeout: 20 * time.Second})
 	h := newLocker(t, srv, lock.Options{})
 	lkH := mustAcquire(t, h, "res")
 
@@ -70,26 +80,19 @@ func lostRegistrationReply(t *testing.T) error {
 		return ticket != "" && admin.LLen(ctx, queue).Val() == 1 &&
 			(f.retried.Load() || admin.Exists(ctx, lockKey("res")+":void:"+ticket).Val() == 1)
 	})
-	release(t, lkH) // grants the lock to p, with a claim lease
-	var lk *lock.Lock
-	select {
-	case lk = <-got:
-	case <-time.After(10 * time.Second):
-		t.Fatal("p never got the grant")
-	}
+	release(t, lkH) // grants the lock to p
+	lk := await(t, got, "p to get the grant")
 	if lk == nil {
 		t.FailNow()
 	}
-	select {
-	case <-lk.Lost():
-	case <-time.After(10 * time.Second):
-		t.Fatal("L's claim lease ran out unextended, yet Lost never closed: the interleaving was not forced")
-	}
+	await(t, lk.Lost(), "L's lease to run out with its extension held back")
 	awaitExpired(t, admin, lockKey("res"), 10*time.Second)
 	if err := lk.Release(ctx); !errors.Is(err, lock.ErrLeaseLost) {
 		t.Fatalf("L.Release = %v, want ErrLeaseLost", err)
 	}
-	eventually(t, 10*time.Second, "the delayed requests to be answered", func() bool {
+	released = true
+	f.letThrough()
+	eventually(t, 10*time.Second, "the held requests to be answered", func() bool {
 		want := int32(1) // the extension
 		if f.retried.Load() {
 			want++ // and the retried registration
@@ -112,16 +115,18 @@ func lostRegistrationReply(t *testing.T) error {
 }
 
 // registrationFaults are the faults of lostRegistrationReply, applied to
-// the requests p writes: the reply to its first registration is lost, a
-// request identical to that registration is delayed 1.5 s, and the first
-// extension after it 1 s.
+// the requests p writes: the reply to its first registration is lost, and
+// a request identical to that registration, and the first extension after
+// it, are held back until letThrough.
 type registrationFaults struct {
+	extension, retry chan struct{} // closed by letThrough
+
 	mu           sync.Mutex
 	registration []byte // the first registration, as written
 	reg          string // its ticket
 	extended     bool
 	retried      atomic.Bool  // the registration was sent again
-	replied      atomic.Int32 // replies read to delayed requests
+	replied      atomic.Int32 // replies read to held requests
 }
 
 func (f *registrationFaults) ticket() string {
@@ -130,23 +135,30 @@ func (f *registrationFaults) ticket() string {
 	return f.reg
 }
 
-// fault says what to do with the request p: drop its reply, or delay it.
-func (f *registrationFaults) fault(p []byte) (dropReply bool, delay time.Duration) {
+// letThrough lets the held requests land.
+func (f *registrationFaults) letThrough() {
+	close(f.extension)
+	close(f.retry)
+}
+
+// fault says what to do with the request p: drop its reply, or hold it
+// back until gate is closed.
+func (f *registrationFaults) fault(p []byte) (dropReply bool, gate <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	script, mode, ticket := lock.ScriptCall(parseCommand(p))
 	switch {
 	case f.registration == nil && script == "acquire" && mode == "1":
 		f.registration, f.reg = append([]byte(nil), p...), ticket
-		return true, 0
+		return true, nil
 	case f.registration != nil && bytes.Equal(p, f.registration):
 		f.retried.Store(true)
-		return false, 1500 * time.Millisecond
+		return false, f.retry
 	case f.registration != nil && script == "extend" && !f.extended:
 		f.extended = true
-		return false, time.Second
+		return false, f.extension
 	}
-	return false, 0
+	return false, nil
 }
 
 // faultyConn applies registrationFaults to the requests written on it.
@@ -154,19 +166,19 @@ type faultyConn struct {
 	inFlight
 	f       *registrationFaults
 	drop    atomic.Bool
-	waiting atomic.Bool // a delayed request's reply is due
+	waiting atomic.Bool // a held request's reply is due
 }
 
 func (c *faultyConn) Write(p []byte) (int, error) {
-	dropReply, delay := c.f.fault(p)
+	dropReply, gate := c.f.fault(p)
 	if dropReply {
 		c.drop.Store(true)
 	}
-	if delay == 0 {
+	if gate == nil {
 		return c.Conn.Write(p)
 	}
 	c.waiting.Store(true)
-	return c.later(p, delay, nil)
+	return c.held(p, gate, nil)
 }
 
 func (c *faultyConn) Read(p []byte) (int, error) {
