@@ -181,6 +181,7 @@ type requeueRace struct {
 	armed     *atomic.Bool
 	delivered *atomic.Bool // the delayed request has been written
 	dropped   *atomic.Bool // a reply was lost
+	requeued  *atomic.Bool // the delayed release carried a ticket to queue
 }
 
 const requeueDelay = time.Second
@@ -190,9 +191,9 @@ func newRequeueRace(t *testing.T, clientOpts redis.Options, dropReply bool, queu
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	loadScripts(t, admin) // no NOSCRIPT round trip around the delayed request
-	r := &requeueRace{t: t, srv: srv, admin: admin, armed: new(atomic.Bool), delivered: new(atomic.Bool), dropped: new(atomic.Bool)}
+	r := &requeueRace{t: t, srv: srv, admin: admin, armed: new(atomic.Bool), delivered: new(atomic.Bool), dropped: new(atomic.Bool), requeued: new(atomic.Bool)}
 	pc := wrappedClient(t, srv, clientOpts, func(conn net.Conn) net.Conn {
-		return &delayDropConn{inFlight: inFlight{Conn: conn}, armed: r.armed, delivered: r.delivered, dropped: r.dropped, delay: requeueDelay, dropReply: dropReply}
+		return &delayDropConn{inFlight: inFlight{Conn: conn}, armed: r.armed, delivered: r.delivered, dropped: r.dropped, requeued: r.requeued, delay: requeueDelay, dropReply: dropReply}
 	})
 	p := newLockerOn(t, pc, lock.Options{}) // default TTL: 10 s
 	r.p = p
@@ -212,14 +213,15 @@ func newRequeueRace(t *testing.T, clientOpts redis.Options, dropReply bool, queu
 		r.waiter <- err
 	}()
 	waitQueued(t, p, "res", 1)
-	channel := lockKey("res") + ":grant"
-	eventually(t, 10*time.Second, "p's driver to subscribe", func() bool {
-		return admin.PubSubNumSub(context.Background(), channel).Val()[channel] >= 1
-	})
+	// A release queues p only once p listens for grants.
+	eventually(t, 10*time.Second, "p's driver to listen for grants", func() bool { return p.Listening("res") })
 	r.armed.Store(true) // p's next release request is delayed
 	r.released = make(chan error, 1)
 	go func() { r.released <- r.lk.Release(context.Background()) }()
 	eventually(t, 10*time.Second, "p's release to be sent", func() bool { return !r.armed.Load() })
+	if !r.requeued.Load() {
+		t.Fatal("fault not injected: p's release queued no ticket R")
+	}
 	return r
 }
 
@@ -260,14 +262,20 @@ type delayDropConn struct {
 	armed     *atomic.Bool
 	delivered *atomic.Bool
 	dropped   *atomic.Bool
+	requeued  *atomic.Bool
 	delay     time.Duration
 	dropReply bool
 	drop      atomic.Bool
 }
 
 func (c *delayDropConn) Write(p []byte) (int, error) {
-	if script, _, _ := lock.ScriptCall(parseCommand(p)); script != "release" || !c.armed.CompareAndSwap(true, false) {
+	args := parseCommand(p)
+	if script, _, _ := lock.ScriptCall(args); script != "release" || !c.armed.CompareAndSwap(true, false) {
 		return c.Conn.Write(p)
+	}
+	// EVALSHA sha numkeys keys... owner pid requeue ...: 5 keys.
+	if len(args) > 3+5+2 && args[3+5+2] != "" {
+		c.requeued.Store(true)
 	}
 	if c.dropReply {
 		c.drop.Store(true)
