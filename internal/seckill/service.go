@@ -22,11 +22,16 @@ type Options struct {
 	// Chaos, when set, is called inside the critical section, after the
 	// rules are checked and before anything is written: the place where a
 	// long pause turns into a lost lease. Tests and demonstrations use it
-	// to make races certain; production leaves it nil.
+	// to make races certain; production leaves it nil. In the counter
+	// designs it is called between the take in Redis and the order's
+	// write: CounterSale's insert, AsyncCounterSale's writer's.
 	Chaos func(ctx context.Context)
 
 	// Recorder is told how each purchase ended. Default: nobody.
 	Recorder Recorder
+	// Counter is told what the counter designs do besides purchases.
+	// Default: nobody.
+	Counter CounterRecorder
 
 	// Logger gets what the caller cannot act on, such as a lease that was
 	// lost before its release. Default: discarded.
@@ -56,6 +61,7 @@ const (
 // their batch in this process: replicas sharing a database and a lock
 // service need no coordination.
 type Service struct {
+	catalog
 	locker   Locker
 	store    Store
 	unfenced bool
@@ -73,6 +79,7 @@ type Service struct {
 // store.
 func NewService(locker Locker, store Store, opts Options) *Service {
 	s := &Service{
+		catalog:  catalog{store: store},
 		locker:   locker,
 		store:    store,
 		unfenced: opts.Unfenced,
@@ -104,49 +111,6 @@ func NewService(locker Locker, store Store, opts Options) *Service {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return s
-}
-
-// CreateProduct puts a new product on sale.
-func (s *Service) CreateProduct(ctx context.Context, name string, stock int64) (*Product, error) {
-	if err := ValidateName(name); err != nil {
-		return nil, err
-	}
-	if err := ValidateStock(stock); err != nil {
-		return nil, err
-	}
-	p := &Product{Name: name, Stock: stock}
-	if err := s.store.CreateProduct(ctx, p); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-// Product returns one product.
-func (s *Service) Product(ctx context.Context, id int64) (*Product, error) {
-	if err := ValidateProductID(id); err != nil {
-		return nil, err
-	}
-	return s.store.Product(ctx, id)
-}
-
-// Products returns every product.
-func (s *Service) Products(ctx context.Context) ([]*Product, error) {
-	return s.store.Products(ctx)
-}
-
-// Orders returns a page of a product's orders.
-func (s *Service) Orders(ctx context.Context, productID int64, q OrderQuery) (*OrderList, error) {
-	if err := ValidateProductID(productID); err != nil {
-		return nil, err
-	}
-	if err := q.Validate(); err != nil {
-		return nil, err
-	}
-	// Checked first so that a missing product is a 404, not an empty list.
-	if _, err := s.store.Product(ctx, productID); err != nil {
-		return nil, err
-	}
-	return s.store.Orders(ctx, productID, q)
 }
 
 // Restock sets a product's stock. It takes the product's lock and fence like
