@@ -18,8 +18,13 @@ func (r orderRow) order() *seckill.Order {
 
 // HasOrder reports whether userID already has an order for the product.
 func (s *Store) HasOrder(ctx context.Context, productID int64, userID string) (bool, error) {
+	return hasOrder(s.db.WithContext(ctx), productID, userID)
+}
+
+// hasOrder is HasOrder through db, which may be a transaction.
+func hasOrder(db *gorm.DB, productID int64, userID string) (bool, error) {
 	var found bool // SQLite answers 0 or 1, PostgreSQL a boolean
-	err := s.db.WithContext(ctx).
+	err := db.
 		Raw("SELECT EXISTS (SELECT 1 FROM orders WHERE product_id = ? AND user_id = ?)", productID, userID).
 		Scan(&found).Error
 	if err != nil {

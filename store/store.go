@@ -74,11 +74,13 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"strings"
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 	"gorm.io/gorm/logger"
 
 	"github.com/seckill-ref/seckill/internal/seckill"
@@ -89,6 +91,7 @@ var _ seckill.Store = (*Store)(nil)
 // Store is a database of products and orders.
 type Store struct {
 	db *gorm.DB
+	id string // ID
 
 	// beforeCommit, when set (by tests only), runs inside PlaceOrders'
 	// transaction after its last statement, before the commit: it holds the
@@ -106,6 +109,11 @@ type productRow struct {
 	Sold      int64     `gorm:"not null;default:0"`
 	Fence     int64     `gorm:"not null;default:0"`
 	CreatedAt time.Time `gorm:"not null"`
+
+	// CounterGen is the generation of the restock whose counter the
+	// counter designs last recorded in stock and sold (RecordRestock); 0
+	// until one is.
+	CounterGen int64 `gorm:"not null;default:0"`
 }
 
 func (productRow) TableName() string { return "products" }
@@ -124,6 +132,16 @@ type orderRow struct {
 
 func (orderRow) TableName() string { return "orders" }
 
+// metaRow is the seckill_meta table: facts about the database itself, by
+// name. The one fact so far is "id", a random id the database is given
+// when it is created (ID).
+type metaRow struct {
+	Name  string `gorm:"primaryKey;size:32"`
+	Value string `gorm:"not null"`
+}
+
+func (metaRow) TableName() string { return "seckill_meta" }
+
 // Open opens the database named by database and migrates it: a PostgreSQL
 // server when database is a postgres:// or postgresql:// URL, otherwise a
 // SQLite file at that path (created if needed; ":memory:" gives a private
@@ -133,10 +151,19 @@ func Open(database string) (*Store, error) {
 	if err := Check(database); err != nil {
 		return nil, err
 	}
+	open := openSQLite
 	if IsPostgres(database) {
-		return openPostgres(database)
+		open = openPostgres
 	}
-	return openSQLite(database)
+	s, err := open(database)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.loadID(); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // IsPostgres reports whether database names a PostgreSQL server rather
@@ -183,7 +210,10 @@ func gormConfig() *gorm.Config {
 // fills a sold column it has just added.
 func migrateTx(tx *gorm.DB) error {
 	hadSold := tx.Migrator().HasTable(&productRow{}) && tx.Migrator().HasColumn(&productRow{}, "Sold")
-	if err := tx.AutoMigrate(&productRow{}, &orderRow{}); err != nil {
+	if err := tx.AutoMigrate(&productRow{}, &orderRow{}, &metaRow{}); err != nil {
+		return err
+	}
+	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&metaRow{Name: "id", Value: rand.Text()}).Error; err != nil {
 		return err
 	}
 	if hadSold {
@@ -192,6 +222,23 @@ func migrateTx(tx *gorm.DB) error {
 	// A database written before sold was a column: count each product's
 	// orders once. Later writes keep it.
 	return tx.Exec(backfillSold).Error
+}
+
+// ID is a random id the database was given when it was created (or when
+// a database from before ids was first opened). It tells databases apart
+// where they share a Redis: the counter designs name their keys with it,
+// so that a new database (a reset, a test's) never meets the counters of
+// another one whose products had the same ids.
+func (s *Store) ID() string { return s.id }
+
+// loadID reads the database's id into s.id, once migrated.
+func (s *Store) loadID() error {
+	var rows []metaRow
+	if err := s.db.Where("name = ?", "id").Find(&rows).Error; err != nil || len(rows) == 0 {
+		return fmt.Errorf("store: read the database's id: %w (%d rows)", err, len(rows))
+	}
+	s.id = rows[0].Value
+	return nil
 }
 
 // backfillSold sets every product's sold to the number of its orders.

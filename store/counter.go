@@ -1,0 +1,84 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/seckill-ref/seckill/internal/seckill"
+)
+
+var _ seckill.CounterStore = (*Store)(nil)
+
+// In the counter designs a product's stock and sold columns are not
+// written by purchases: they hold the supply as of the product's creation
+// or its last recorded restock, and the orders table holds what was sold
+// since (package seckill, counter.go). A database moved from a counter
+// design back to another design needs those columns written back from
+// the counters first.
+
+// supplyQuery reads the supply and counts the orders in one statement, so
+// both come from one snapshot on PostgreSQL as on SQLite. Counting is
+// O(orders) in the product's index; it runs only when a counter is built.
+const supplyQuery = `SELECT stock, sold, counter_gen,
+	(SELECT COUNT(*) FROM orders WHERE orders.product_id = products.id) AS orders
+	FROM products WHERE id = ?`
+
+// Supply returns what the product's counter is built from, or an error
+// matching seckill.ErrNotFound.
+func (s *Store) Supply(ctx context.Context, productID int64) (seckill.Supply, error) {
+	var rows []struct {
+		Stock, Sold, CounterGen, Orders int64
+	}
+	if err := s.db.WithContext(ctx).Raw(supplyQuery, productID).Scan(&rows).Error; err != nil {
+		return seckill.Supply{}, fmt.Errorf("store: supply of product %d: %w", productID, err)
+	}
+	if len(rows) == 0 {
+		return seckill.Supply{}, fmt.Errorf("store: supply of product %d: %w", productID, seckill.ErrNotFound)
+	}
+	r := rows[0]
+	return seckill.Supply{Stock: r.Stock, Sold: r.Sold, Gen: r.CounterGen, Orders: r.Orders}, nil
+}
+
+// RecordRestock writes c as the product's supply if c's generation is
+// newer than the one recorded, and reports whether it did.
+func (s *Store) RecordRestock(ctx context.Context, productID int64, c seckill.Count) (bool, error) {
+	res := s.db.WithContext(ctx).Exec("UPDATE products SET stock = ?, sold = ?, counter_gen = ? WHERE id = ? AND counter_gen < ?",
+		c.Stock, c.Sold, c.Gen, productID, c.Gen)
+	if res.Error != nil {
+		return false, fmt.Errorf("store: record restock %d of product %d: %w", c.Gen, productID, res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// AddOrder inserts o alone: in the counter designs the counter, not the
+// product row, keeps the stock. It sets o.ID.
+func (s *Store) AddOrder(ctx context.Context, o *seckill.Order) error {
+	return insertOrders(s.db.WithContext(ctx), []*seckill.Order{o})
+}
+
+// WriteOrders inserts the orders in one statement that skips any whose
+// user already has an order for its product (ON CONFLICT DO NOTHING, on
+// the unique index), and returns how many it inserted. The orders' ids
+// are not set: which rows were skipped is not reported.
+func (s *Store) WriteOrders(ctx context.Context, orders []*seckill.Order) (int, error) {
+	if len(orders) == 0 {
+		return 0, nil
+	}
+	var q strings.Builder
+	q.WriteString("INSERT INTO orders (product_id, user_id, fence, created_at) VALUES ")
+	args := make([]any, 0, 4*len(orders))
+	for i, o := range orders {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?)")
+		args = append(args, o.ProductID, o.UserID, o.Fence, o.CreatedAt)
+	}
+	q.WriteString(" ON CONFLICT DO NOTHING")
+	res := s.db.WithContext(ctx).Exec(q.String(), args...)
+	if res.Error != nil {
+		return 0, fmt.Errorf("store: write %d queued order(s): %w", len(orders), res.Error)
+	}
+	return int(res.RowsAffected), nil
+}
