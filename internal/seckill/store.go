@@ -47,3 +47,46 @@ type Store interface {
 	// Ping reports whether the database answers, for readiness.
 	Ping(ctx context.Context) error
 }
+
+// ConditionalStore is the Store of the conditional design, where the
+// database alone decides a purchase.
+type ConditionalStore interface {
+	Store
+	// BuyConditionally sells one item in one transaction: it takes one
+	// from the product's stock only while the stock is above zero, adds
+	// one to its Sold and inserts o. With no stock left it writes nothing
+	// and returns ErrAlreadyPurchased if the user has an order, else
+	// ErrSoldOut; a second order of the user is refused by the unique
+	// index (ErrAlreadyPurchased), rolling the decrement back. It sets
+	// o.ID.
+	BuyConditionally(ctx context.Context, o *Order) error
+	// Restock, in one transaction, sets the product's stock and returns
+	// the product as that write left it.
+	Restock(ctx context.Context, productID, stock int64) (*Product, error)
+}
+
+// CounterStore is the Store of the counter designs, where a counter in
+// Redis decides a purchase and the database keeps the orders and the
+// supply the counter is built from (Supply).
+type CounterStore interface {
+	Store
+	// Supply reads, in one statement, what a product's counter is built
+	// from: the stock and sold count recorded by its creation or its
+	// last restock, that restock's generation, and the orders there are
+	// now. It returns an error matching ErrNotFound for a missing product.
+	Supply(ctx context.Context, productID int64) (Supply, error)
+	// RecordRestock records a restock's counter as the product's supply,
+	// only if its generation is newer than the one recorded, so that of
+	// two racing restocks the newer one stays. It reports whether it
+	// wrote.
+	RecordRestock(ctx context.Context, productID int64, c Count) (bool, error)
+	// AddOrder inserts o, and nothing else, and sets o.ID. A second
+	// order of the user for the product returns an error matching
+	// ErrAlreadyPurchased.
+	AddOrder(ctx context.Context, o *Order) error
+	// WriteOrders inserts the orders in one transaction, skipping those
+	// whose user already has an order for the product, so that writing
+	// the same orders twice writes them once. It returns how many it
+	// inserted.
+	WriteOrders(ctx context.Context, orders []*Order) (int, error)
+}
