@@ -1,0 +1,19 @@
+-- build.lua: set a product's counter from what the database says, unless
+-- Redis has one. Replicas that find the counter missing at the same time
+-- all build it; the first one's stands.
+--
+-- KEYS[1]  the product's counter, a hash: stock, sold, gen
+-- KEYS[2]  the product's buyers, a set of user ids
+-- ARGV[1]  stock, ARGV[2] sold, ARGV[3] gen: the counter to set
+--
+-- Returns {stock, sold, gen, built}: the counter as it is now, and 1 if
+-- this call set it. A buyer set left without its counter is emptied: it
+-- belonged to a counter that is gone, and the database's unique index
+-- refuses the orders it would have refused.
+local c = redis.call('HMGET', KEYS[1], 'stock', 'sold', 'gen')
+if c[1] then
+  return {tonumber(c[1]), tonumber(c[2]), tonumber(c[3]), 0}
+end
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'sold', ARGV[2], 'gen', ARGV[3])
+return {tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), 1}
