@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill-ref/seckill/internal/seckill"
 	"github.com/seckill-ref/seckill/store"
 )
 
@@ -31,6 +32,43 @@ const (
 	// has to be distributed.
 	LockLocal LockMode = "local"
 )
+
+// Design selects how a purchase is decided and written: the locked path
+// or one of the designs people pick instead of a lock (package seckill,
+// and docs/designs.md).
+type Design string
+
+// The designs.
+const (
+	// DesignLock is the per-product Redis lock with a fence, the batched
+	// purchase of seckill.Service; LOCK chooses the lock.
+	DesignLock Design = "lock"
+	// DesignConditional is one database transaction, a conditional
+	// UPDATE ... WHERE stock > 0 and the order's insert; no Redis.
+	DesignConditional Design = "conditional"
+	// DesignCounter is a stock counter in Redis, taken by a Lua script,
+	// then the order's insert before the answer.
+	DesignCounter Design = "redis-counter"
+	// DesignCounterAsync takes from the same counter and queues the order
+	// in Redis in the same script, answers 201 at once, and writes the
+	// orders from the queue in the background.
+	DesignCounterAsync Design = "redis-counter-async"
+)
+
+// Designs lists the designs, the default first.
+var Designs = []Design{DesignLock, DesignConditional, DesignCounter, DesignCounterAsync}
+
+// usesRedis says whether the design keeps anything in Redis: the lock
+// design (with the redis lock mode) and the counters do.
+func (c Config) usesRedis() bool {
+	switch c.Design {
+	case DesignConditional:
+		return false
+	case DesignLock:
+		return c.Lock == LockRedis
+	}
+	return true
+}
 
 // Config is everything serve needs. Every field has a flag and an
 // environment variable (flags win); DefaultConfig gives the defaults.
@@ -67,7 +105,14 @@ type Config struct {
 	// SQLite file, shared by replicas on one host (package store).
 	Database   string
 	AdminToken string   // ADMIN_TOKEN, -admin-token: bearer token of the admin routes
-	Lock       LockMode // LOCK, -lock: redis, none or local
+	Design     Design   // DESIGN, -design: lock, conditional, redis-counter or redis-counter-async
+	Lock       LockMode // LOCK, -lock: redis, none or local; for the lock design only
+
+	// OrderClaimIdle (ORDER_CLAIM_IDLE, -order-claim-idle) is, in the
+	// redis-counter-async design, how long a queued order may stay with a
+	// writer that does not write it before another replica's writer takes
+	// it over (seckill.WriterOptions.ClaimIdle).
+	OrderClaimIdle time.Duration
 
 	LockTTL   time.Duration // LOCK_TTL, -lock-ttl: the lease
 	LockWait  time.Duration // LOCK_WAIT, -lock-wait: longest wait for the lock before 503 busy
@@ -184,7 +229,9 @@ func DefaultConfig() Config {
 		Addr:            ":8080",
 		RedisAddr:       "localhost:6379",
 		Database:        "seckill.db",
+		Design:          DesignLock,
 		Lock:            LockRedis,
+		OrderClaimIdle:  seckill.DefaultWriterClaimIdle,
 		LockTTL:         10 * time.Second,
 		LockWait:        2 * time.Second,
 		LockRenew:       true,
@@ -206,6 +253,7 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("lock mode %q: want redis, none or local", c.Lock))
 	}
+	errs = append(errs, c.validateDesign()...)
 	if n := len(c.RedisAddrs); n > 0 && n < 3 {
 		errs = append(errs, fmt.Errorf("redis addrs %v: a Redlock needs at least 3 independent masters (or use one REDIS_ADDR)", c.RedisAddrs))
 	}
@@ -272,6 +320,9 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	env.integer(&cfg.LockWaitReplicas, "LOCK_WAIT_REPLICAS")
 	env.str(&cfg.Database, "DATABASE")
 	env.str(&cfg.AdminToken, "ADMIN_TOKEN")
+	design := string(cfg.Design)
+	env.str(&design, "DESIGN")
+	env.duration(&cfg.OrderClaimIdle, "ORDER_CLAIM_IDLE")
 	lock := string(cfg.Lock)
 	env.str(&lock, "LOCK")
 	env.duration(&cfg.LockTTL, "LOCK_TTL")
@@ -307,7 +358,9 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	fs.Var((*decimal)(&cfg.LockWaitReplicas), "lock-wait-replicas", "an acquisition counts once this many replicas acknowledge it (Redis WAIT); not with Cluster or Redlock (env LOCK_WAIT_REPLICAS)")
 	fs.StringVar(&cfg.Database, "database", cfg.Database, "`database`: a postgres://user:password@host:5432/name URL, or a SQLite file path (env DATABASE)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", cfg.AdminToken, "bearer `token` of the admin routes; random and printed once when empty (env ADMIN_TOKEN)")
-	fs.StringVar(&lock, "lock", lock, "lock `mode`: redis, none (no lock: oversells) or local (in-process mutex: oversells with 2 replicas) (env LOCK)")
+	fs.StringVar(&design, "design", design, "purchase `design`: lock, conditional (one UPDATE ... WHERE stock > 0 transaction, no Redis), redis-counter (a Lua counter in Redis, then the insert) or redis-counter-async (the counter, 201 at once, orders written in the background) (env DESIGN)")
+	fs.DurationVar(&cfg.OrderClaimIdle, "order-claim-idle", cfg.OrderClaimIdle, "redis-counter-async: a queued order left this long with a writer that does not write it is taken over by another (env ORDER_CLAIM_IDLE)")
+	fs.StringVar(&lock, "lock", lock, "lock `mode` of the lock design: redis, none (no lock: oversells) or local (in-process mutex: oversells with 2 replicas) (env LOCK)")
 	fs.DurationVar(&cfg.LockTTL, "lock-ttl", cfg.LockTTL, "lock lease (env LOCK_TTL)")
 	fs.DurationVar(&cfg.LockWait, "lock-wait", cfg.LockWait, "longest wait for a lock before 503 busy (env LOCK_WAIT)")
 	fs.BoolVar(&cfg.LockRenew, "lock-renew", cfg.LockRenew, "renew leases in the background (env LOCK_RENEW)")
@@ -328,6 +381,7 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	cfg.Lock = LockMode(strings.ToLower(lock))
+	cfg.Design = Design(strings.ToLower(design))
 	cfg.RedisSentinelAddrs, cfg.RedisClusterAddrs = commaList(sentinelAddrs), commaList(clusterAddrs)
 	cfg.redisAddrSet = getenv("REDIS_ADDR") != ""
 	fs.Visit(func(f *flag.Flag) { cfg.redisAddrSet = cfg.redisAddrSet || f.Name == "redis-addr" })
@@ -364,6 +418,8 @@ func (c Config) Environ() []string {
 		{"LOCK_WAIT_REPLICAS", strconv.Itoa(c.LockWaitReplicas)},
 		{"DATABASE", c.Database},
 		{"ADMIN_TOKEN", c.AdminToken},
+		{"DESIGN", string(c.Design)},
+		{"ORDER_CLAIM_IDLE", d(c.OrderClaimIdle)},
 		{"LOCK", string(c.Lock)},
 		{"LOCK_TTL", d(c.LockTTL)},
 		{"LOCK_WAIT", d(c.LockWait)},
@@ -392,6 +448,42 @@ func (c Config) Environ() []string {
 		}
 	}
 	return env
+}
+
+// validateDesign refuses an unknown design, and the lock design's
+// settings given with another design, where they would silently do
+// nothing.
+func (c Config) validateDesign() []error {
+	var errs []error
+	switch c.Design {
+	case DesignLock:
+		return nil
+	case DesignConditional, DesignCounter, DesignCounterAsync:
+	default:
+		return []error{fmt.Errorf("design %q: want %s", c.Design, designList())}
+	}
+	if c.Lock != LockRedis {
+		errs = append(errs, fmt.Errorf("LOCK=%s is a lock mode of the lock design, not of DESIGN=%s: drop it", c.Lock, c.Design))
+	}
+	if c.UnsafeNoFence || c.UnsafeCounterTokens {
+		errs = append(errs, fmt.Errorf("UNSAFE_NO_FENCE and UNSAFE_COUNTER_TOKENS switch off parts of the lock design, not of DESIGN=%s: drop them", c.Design))
+	}
+	if c.Design != DesignConditional && len(c.RedisAddrs) > 0 {
+		errs = append(errs, fmt.Errorf("DESIGN=%s keeps its counters in one Redis (REDIS_ADDR, REDIS_URL, Sentinel or Cluster), not in a Redlock's independent masters (REDIS_ADDRS)", c.Design))
+	}
+	if c.OrderClaimIdle <= 0 {
+		errs = append(errs, fmt.Errorf("order claim idle %v: must be positive", c.OrderClaimIdle))
+	}
+	return errs
+}
+
+// designList is the designs' names for messages: "lock, conditional, ...".
+func designList() string {
+	names := make([]string, len(Designs))
+	for i, d := range Designs {
+		names[i] = string(d)
+	}
+	return strings.Join(names, ", ")
 }
 
 // decimal is an int flag read in base 10 only, as its environment variable

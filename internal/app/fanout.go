@@ -6,6 +6,7 @@ import (
 
 	"github.com/seckill-ref/seckill/internal/seckill"
 	"github.com/seckill-ref/seckill/lock"
+	"github.com/seckill-ref/seckill/store"
 )
 
 // recorders tells every Recorder: the Prometheus metrics and the
@@ -63,14 +64,21 @@ func (os observers) LeaseLost(name string) {
 	}
 }
 
-// countingStore is the Store that tells placed how many orders each
+// countingStore is the store that tells placed how many orders each
 // committed write made, per product: the dashboard's orders per second.
 // The domain's Recorder is told how purchases end, not which product they
-// bought; the store's writes are where the orders are.
+// bought; the store's writes are where the orders are. It is every
+// design's store.
 type countingStore struct {
-	seckill.Store
+	*store.Store
 	placed func(productID int64, n int)
 }
+
+var (
+	_ seckill.Store            = countingStore{}
+	_ seckill.ConditionalStore = countingStore{}
+	_ seckill.CounterStore     = countingStore{}
+)
 
 func (s countingStore) PlaceOrders(ctx context.Context, productID, token, newStock int64, orders []*seckill.Order) error {
 	err := s.Store.PlaceOrders(ctx, productID, token, newStock, orders)
@@ -81,7 +89,39 @@ func (s countingStore) PlaceOrders(ctx context.Context, productID, token, newSto
 }
 
 func (s countingStore) InsertOrder(ctx context.Context, o *seckill.Order) error {
-	err := s.Store.InsertOrder(ctx, o)
+	return s.one(o, s.Store.InsertOrder(ctx, o))
+}
+
+func (s countingStore) BuyConditionally(ctx context.Context, o *seckill.Order) error {
+	return s.one(o, s.Store.BuyConditionally(ctx, o))
+}
+
+func (s countingStore) AddOrder(ctx context.Context, o *seckill.Order) error {
+	return s.one(o, s.Store.AddOrder(ctx, o))
+}
+
+// WriteOrders counts the orders it inserted by product. The store does
+// not say which of a batch it skipped (written before); those few, which
+// only a writer's restart produces, are taken off the first product's.
+func (s countingStore) WriteOrders(ctx context.Context, orders []*seckill.Order) (int, error) {
+	n, err := s.Store.WriteOrders(ctx, orders)
+	if err != nil || n == 0 {
+		return n, err
+	}
+	byProduct := map[int64]int{orders[0].ProductID: n - len(orders)}
+	for _, o := range orders {
+		byProduct[o.ProductID]++
+	}
+	for id, k := range byProduct {
+		if k > 0 {
+			s.placed(id, k)
+		}
+	}
+	return n, nil
+}
+
+// one tells placed about o when err is nil, and passes err on.
+func (s countingStore) one(o *seckill.Order, err error) error {
 	if err == nil {
 		s.placed(o.ProductID, 1)
 	}

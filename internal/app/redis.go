@@ -66,9 +66,13 @@ func (c Config) validateRedis() []error {
 			errs = append(errs, fmt.Errorf("REDIS_URL %s carries a password and REDIS_PASSWORD is set too: keep one", maskURL(c.RedisURL)))
 		}
 	}
-	if c.Lock == LockRedis && c.RedisAddr == "" && c.RedisURL == "" && c.RedisSentinelMaster == "" &&
+	if c.usesRedis() && c.RedisAddr == "" && c.RedisURL == "" && c.RedisSentinelMaster == "" &&
 		len(c.RedisSentinelAddrs) == 0 && len(c.RedisClusterAddrs) == 0 && len(c.RedisAddrs) == 0 {
-		errs = append(errs, errors.New("no Redis for the lock: set REDIS_ADDR, REDIS_URL, REDIS_SENTINEL_MASTER with REDIS_SENTINEL_ADDRS, REDIS_CLUSTER_ADDRS or REDIS_ADDRS"))
+		what := "the lock"
+		if c.Design != DesignLock {
+			what = "the stock counters"
+		}
+		errs = append(errs, errors.New("no Redis for "+what+": set REDIS_ADDR, REDIS_URL, REDIS_SENTINEL_MASTER with REDIS_SENTINEL_ADDRS, REDIS_CLUSTER_ADDRS or REDIS_ADDRS"))
 	}
 	if (c.RedisSentinelMaster == "") != (len(c.RedisSentinelAddrs) == 0) {
 		errs = append(errs, errors.New("REDIS_SENTINEL_MASTER (the master's name) and REDIS_SENTINEL_ADDRS (the sentinels) go together: set both"))

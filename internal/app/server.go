@@ -31,6 +31,7 @@ const redisDialTimeout = 3 * time.Second
 // one SQLite file), since nothing is global.
 type Server struct {
 	cfg     Config
+	writer  *orderWriter // nil unless Design is redis-counter-async
 	log     *slog.Logger
 	store   *store.Store
 	redis   []redis.UniversalClient // one per Redis master of the lock; none unless Lock is redis
@@ -60,7 +61,14 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 	}
 	s := &Server{cfg: cfg, log: logger, metrics: metrics.New(), dash: dashboard.New()}
 	// Redis first: when it is missing, fail before creating a database file.
-	locker, err := s.newLocker(ctx)
+	var locker seckill.Locker
+	var err error
+	switch {
+	case cfg.Design == DesignLock:
+		locker, err = s.newLocker(ctx)
+	case cfg.usesRedis():
+		_, err = s.connectRedis(ctx)
+	}
 	if err != nil {
 		_ = s.Close()
 		return nil, err
@@ -71,27 +79,16 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 		return nil, err
 	}
 	s.store = st
-	// The dashboard's timeline is shared through the lock's Redis (the
-	// first master under Redlock); the modes without Redis keep it per
-	// replica.
+	svc := s.newDesign(locker, countingStore{Store: st, placed: s.dash.OrdersPlaced})
+	// The dashboard's timeline is shared through the service's Redis (the
+	// first master under Redlock); the configurations without Redis keep
+	// it per replica. It reads the products through the design, whose
+	// numbers are the counters' in the counter designs.
 	var shared redis.UniversalClient
 	if len(s.redis) > 0 {
 		shared = s.redis[0]
 	}
-	s.dash.Start(shared, st, logger)
-	unfenced := cfg.Lock != LockRedis || cfg.UnsafeNoFence
-	if cfg.Lock == LockRedis && cfg.UnsafeNoFence {
-		logger.Warn("UNSAFE: fencing is off; a holder whose lease runs out can oversell")
-	}
-	svc := seckill.NewService(locker, countingStore{Store: st, placed: s.dash.OrdersPlaced}, seckill.Options{
-		Unfenced: unfenced,
-		Chaos:    chaosHook(cfg),
-		Recorder: recorders{s.metrics, s.dash},
-		Logger:   logger,
-		BatchMax: cfg.BatchMax,
-		QueueMax: cfg.QueueMax,
-		Wait:     cfg.LockWait,
-	})
+	s.dash.Start(shared, svc, logger)
 	s.handler = handlers.New(svc, handlers.Options{
 		AdminToken: cfg.AdminToken,
 		Logger:     logger,
@@ -257,7 +254,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// Close writes the dashboard's last seconds, stops the Locker (held
+// Close writes the dashboard's last seconds, stops the order writer after
+// writing the orders still queued (redis-counter-async), stops the Locker (held
 // leases stop renewing and run out within their TTL), closes the Redis
 // client, then the database. Call it after
 // Serve has returned, so that no request is still using them. It is safe
@@ -266,6 +264,9 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
 		s.dash.Close()
+		if s.writer != nil {
+			errs = append(errs, s.writer.stop(s.cfg.ShutdownTimeout))
+		}
 		if s.locker != nil {
 			errs = append(errs, s.locker.Close())
 		}

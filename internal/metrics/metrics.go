@@ -7,6 +7,9 @@
 //     leases;
 //   - seckill.Recorder: purchases by outcome and duration, batch sizes,
 //     the writes the fence refused;
+//   - seckill.CounterRecorder: in the counter designs, counters built
+//     from the database, orders taken and not yet written, orders a
+//     writer wrote or took over;
 //   - RequestDone, for the HTTP API's middleware: requests by route and
 //     status.
 //
@@ -29,8 +32,9 @@ import (
 )
 
 var (
-	_ lock.Observer    = (*Metrics)(nil)
-	_ seckill.Recorder = (*Metrics)(nil)
+	_ lock.Observer           = (*Metrics)(nil)
+	_ seckill.Recorder        = (*Metrics)(nil)
+	_ seckill.CounterRecorder = (*Metrics)(nil)
 )
 
 // DurationBuckets are the upper bounds, in seconds, of every duration
@@ -72,6 +76,11 @@ type Metrics struct {
 	renewalFailures prometheus.Counter
 	leasesLost      prometheus.Counter
 
+	counterBuilds prometheus.Counter
+	ordersPending prometheus.Gauge
+	ordersWritten prometheus.Counter
+	ordersClaimed prometheus.Counter
+
 	httpRequests *prometheus.CounterVec   // by method, route, status
 	httpSeconds  *prometheus.HistogramVec // by method, route
 }
@@ -99,6 +108,15 @@ func New() *Metrics {
 	m.heldSeconds = m.histogram("seckill_lock_held_seconds", "Time locks were held.", DurationBuckets)
 	m.renewalFailures = m.counter("seckill_lock_renewal_failures_total", "Background lease renewals that failed.")
 	m.leasesLost = m.counter("seckill_lock_leases_lost_total", "Leases lost while held.")
+
+	m.counterBuilds = m.counter("seckill_counter_builds_total",
+		"Stock counters this replica built from the database because Redis had none (counter designs).")
+	m.ordersPending = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_orders_pending",
+		Help: "Items this replica has taken in Redis whose orders it has not yet written (counter designs): what would be lost with it."})
+	m.reg.MustRegister(m.ordersPending)
+	m.ordersWritten = m.counter("seckill_orders_written_total", "Queued orders this replica's writer inserted (redis-counter-async).")
+	m.ordersClaimed = m.counter("seckill_orders_claimed_total",
+		"Queued orders this replica's writer took over from a writer that had not written them (redis-counter-async).")
 
 	m.httpRequests = m.counterVec("seckill_http_requests_total",
 		`HTTP requests by method, route (the route's pattern, such as /api/v1/products/:id/purchase; "unmatched" for unknown paths) and status.`,
@@ -191,6 +209,20 @@ func (m *Metrics) RenewalFailed(string, error) { m.renewalFailures.Inc() }
 // LeaseLost counts a lease lost while held (lock.Observer).
 func (m *Metrics) LeaseLost(string) { m.leasesLost.Inc() }
 
+// CounterBuilt counts a counter built from the database
+// (seckill.CounterRecorder).
+func (m *Metrics) CounterBuilt(int64) { m.counterBuilds.Inc() }
+
+// OrdersPending moves the gauge of orders taken and not yet written
+// (seckill.CounterRecorder).
+func (m *Metrics) OrdersPending(n int) { m.ordersPending.Add(float64(n)) }
+
+// OrdersWritten counts orders a writer inserted (seckill.CounterRecorder).
+func (m *Metrics) OrdersWritten(n int) { m.ordersWritten.Add(float64(n)) }
+
+// OrdersClaimed counts orders a writer took over (seckill.CounterRecorder).
+func (m *Metrics) OrdersClaimed(n int) { m.ordersClaimed.Add(float64(n)) }
+
 // RequestDone counts an HTTP request (handlers.RequestObserver). route is
 // the route's pattern, "" when no route matched: labelling by pattern, not
 // by path, keeps one series per route however many products there are.
@@ -227,6 +259,23 @@ func (m *Metrics) FenceRejections() int64 {
 
 // LeasesLost returns how many leases were lost while held.
 func (m *Metrics) LeasesLost() int64 { return counterValue(m.leasesLost) }
+
+// CounterBuilds returns how many counters this replica built.
+func (m *Metrics) CounterBuilds() int64 { return counterValue(m.counterBuilds) }
+
+// OrdersTakenOver returns how many queued orders this replica's writer
+// took over.
+func (m *Metrics) OrdersTakenOver() int64 { return counterValue(m.ordersClaimed) }
+
+// OrdersPendingNow returns how many items this replica has taken and not
+// yet written the orders of.
+func (m *Metrics) OrdersPendingNow() int64 {
+	var d dto.Metric
+	if err := m.ordersPending.Write(&d); err != nil {
+		return 0
+	}
+	return int64(d.GetGauge().GetValue())
+}
 
 // counterValue reads a counter. Counters here only ever count whole events.
 func counterValue(c prometheus.Counter) int64 {
