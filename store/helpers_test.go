@@ -75,3 +75,21 @@ func fillOrders(t *testing.T, db string, productID int64, n int) {
 		t.Fatalf("fill %d orders: %v", n, err)
 	}
 }
+
+// allOrders lists every order of the product, oldest first.
+func allOrders(t *testing.T, s *store.Store, productID int64) []*seckill.Order {
+	t.Helper()
+	var all []*seckill.Order
+	q := seckill.OrderQuery{Limit: seckill.MaxOrderLimit, Cursor: true}
+	for {
+		page, err := s.Orders(context.Background(), productID, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, page.Orders...)
+		if page.Next == 0 {
+			return all
+		}
+		q.After = page.Next
+	}
+}
