@@ -1,0 +1,251 @@
+package counter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-ref/seckill/internal/counter"
+	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
+)
+
+func newCounter(t *testing.T) (*counter.Counter, *redistest.Server) {
+	t.Helper()
+	srv := redistest.Start(t)
+	return counter.New(srv.Client(), "test"), srv
+}
+
+func counts(t *testing.T, c *counter.Counter, id int64) *seckill.Count {
+	t.Helper()
+	got, err := c.Counts(context.Background(), []int64{id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got[0]
+}
+
+// Each script does what its file says, step by step on one product.
+func TestScripts(t *testing.T) {
+	c, _ := newCounter(t)
+	ctx := context.Background()
+	const id = 7
+
+	if _, err := c.Take(ctx, id, "alice"); !errors.Is(err, seckill.ErrNoCounter) {
+		t.Fatalf("Take without a counter: got %v, want ErrNoCounter", err)
+	}
+	if _, err := c.Restock(ctx, id, 5); !errors.Is(err, seckill.ErrNoCounter) {
+		t.Fatalf("Restock without a counter: got %v, want ErrNoCounter", err)
+	}
+	if got := counts(t, c, id); got != nil {
+		t.Fatalf("Counts without a counter: got %+v, want nil", got)
+	}
+	built, ok, err := c.Build(ctx, id, seckill.Count{Stock: 2, Sold: 3, Gen: 4})
+	if err != nil || !ok || built != (seckill.Count{Stock: 2, Sold: 3, Gen: 4}) {
+		t.Fatalf("Build: got %+v, %v, %v; want the counter given, built", built, ok, err)
+	}
+	// A second build finds the first one's counter and leaves it.
+	if got, ok, err := c.Build(ctx, id, seckill.Count{Stock: 9}); err != nil || ok || got != built {
+		t.Fatalf("second Build: got %+v, %v, %v; want %+v, not built", got, ok, err, built)
+	}
+
+	gen, err := c.Take(ctx, id, "alice")
+	if err != nil || gen != 4 {
+		t.Fatalf("Take: got gen %d, %v; want 4", gen, err)
+	}
+	if _, err := c.Take(ctx, id, "alice"); !errors.Is(err, seckill.ErrAlreadyPurchased) {
+		t.Errorf("alice again: got %v, want ErrAlreadyPurchased", err)
+	}
+	if _, err := c.Take(ctx, id, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Take(ctx, id, "carol"); !errors.Is(err, seckill.ErrSoldOut) {
+		t.Errorf("carol: got %v, want ErrSoldOut", err)
+	}
+	if _, err := c.Take(ctx, id, "alice"); !errors.Is(err, seckill.ErrAlreadyPurchased) {
+		t.Errorf("alice once sold out: got %v, want ErrAlreadyPurchased (the buyer is checked first)", err)
+	}
+	if got := counts(t, c, id); *got != (seckill.Count{Stock: 0, Sold: 5, Gen: 4}) {
+		t.Errorf("after two takes: got %+v, want stock 0, sold 5, gen 4", got)
+	}
+
+	// Undo of bob's take, same generation: the item comes back.
+	if err := c.Undo(ctx, id, "bob", 4); err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(t, c, id); *got != (seckill.Count{Stock: 1, Sold: 4, Gen: 4}) {
+		t.Errorf("after the undo: got %+v, want stock 1, sold 4", got)
+	}
+	// Undoing again finds bob gone from the buyers: nothing to give back.
+	if err := c.Undo(ctx, id, "bob", 4); err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(t, c, id); *got != (seckill.Count{Stock: 1, Sold: 4, Gen: 4}) {
+		t.Errorf("after the second undo: got %+v, want it unchanged", got)
+	}
+
+	// A restock sets the stock, keeps sold, and moves the generation on.
+	rc, err := c.Restock(ctx, id, 10)
+	if err != nil || rc != (seckill.Count{Stock: 10, Sold: 4, Gen: 5}) {
+		t.Fatalf("Restock: got %+v, %v; want stock 10, sold 4, gen 5", rc, err)
+	}
+	// Undoing alice's take of generation 4 after it: she leaves, sold goes
+	// down, and the restock's stock stays what it set.
+	if err := c.Undo(ctx, id, "alice", 4); err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(t, c, id); *got != (seckill.Count{Stock: 10, Sold: 3, Gen: 5}) {
+		t.Errorf("after undoing a take from before the restock: got %+v, want stock 10, sold 3", got)
+	}
+	if _, err := c.Take(ctx, id, "alice"); err != nil {
+		t.Errorf("alice after her take was undone: got %v, want a sale", err)
+	}
+}
+
+// The take is atomic: buyers racing on several connections take exactly
+// the stock, and each at most once.
+func TestTakeIsAtomic(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	const id, stock, buyers = 1, 50, 400
+	if _, _, err := counter.New(srv.Client(), "db").Build(ctx, id, seckill.Count{Stock: stock}); err != nil {
+		t.Fatal(err)
+	}
+	cs := []*counter.Counter{counter.New(srv.Client(), "db"), counter.New(srv.Client(), "db")}
+	var taken, twice sync.Map
+	var wg sync.WaitGroup
+	for i := range buyers {
+		wg.Go(func() {
+			// Every buyer twice, on both clients at once.
+			user := fmt.Sprintf("u%d", i%(buyers/2))
+			_, err := cs[i%2].Take(ctx, id, user)
+			if err == nil {
+				if _, dup := taken.LoadOrStore(user, true); dup {
+					twice.Store(user, true)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	n := 0
+	taken.Range(func(any, any) bool { n++; return true })
+	twice.Range(func(k, _ any) bool { t.Errorf("user %v took two items", k); return true })
+	if got := counts(t, cs[0], id); n != stock || *got != (seckill.Count{Stock: 0, Sold: stock}) {
+		t.Errorf("got %d buyers, counter %+v; want %d and stock 0, sold %d", n, got, stock, stock)
+	}
+}
+
+// Two databases on one Redis have counters of their own.
+func TestDatabasesDoNotShareCounters(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	a, b := counter.New(srv.Client(), "a"), counter.New(srv.Client(), "b")
+	if _, _, err := a.Build(ctx, 1, seckill.Count{Stock: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Take(ctx, 1, "alice"); !errors.Is(err, seckill.ErrNoCounter) {
+		t.Errorf("database b's take of product 1: got %v, want ErrNoCounter", err)
+	}
+}
+
+// The queue: a take appends its order in the same script; a read gives
+// each order to one consumer; an order given and never acknowledged is
+// claimed after its idle time; acknowledged orders leave the stream.
+func TestOrderQueue(t *testing.T) {
+	c, srv := newCounter(t)
+	ctx := context.Background()
+	const id = 3
+	if _, _, err := c.Build(ctx, id, seckill.Count{Stock: 3}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
+	for _, u := range []string{"alice", "bob", "alice"} {
+		err := c.TakeQueued(ctx, &seckill.Order{ProductID: id, UserID: u, CreatedAt: at})
+		if u == "alice" && err != nil && !errors.Is(err, seckill.ErrAlreadyPurchased) {
+			t.Fatal(err)
+		}
+	}
+	if n, err := c.QueueLength(ctx); err != nil || n != 2 {
+		t.Fatalf("queue length: got %d, %v; want 2 (the refused take queues nothing)", n, err)
+	}
+	// The group is created on first read, from the start of the stream.
+	first, err := c.Read(ctx, "w1", 1, 0)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("w1's read: got %v, %v; want 1 order", first, err)
+	}
+	if o := first[0].Order; o.ProductID != id || o.UserID != "alice" || !o.CreatedAt.Equal(at) {
+		t.Errorf("queued order: got %+v, want alice's for product %d at %v", o, id, at)
+	}
+	second, err := c.Read(ctx, "w2", 10, 0)
+	if err != nil || len(second) != 1 || second[0].Order.UserID != "bob" {
+		t.Fatalf("w2's read: got %v, %v; want bob's order only", second, err)
+	}
+	if more, err := c.Read(ctx, "w2", 10, 0); err != nil || len(more) != 0 {
+		t.Errorf("a third read: got %v, %v; want nothing", more, err)
+	}
+	if err := c.Ack(ctx, []string{second[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	// w1 never acknowledges alice's order: w2 claims it once it has been
+	// idle long enough, and not before.
+	if got, err := c.Claim(ctx, "w2", time.Hour, 10); err != nil || len(got) != 0 {
+		t.Errorf("claim with an hour's idle time: got %v, %v; want nothing", got, err)
+	}
+	claimed, err := c.Claim(ctx, "w2", time.Nanosecond, 10)
+	if err != nil || len(claimed) != 1 || claimed[0].ID != first[0].ID {
+		t.Fatalf("claim: got %v, %v; want alice's order %s", claimed, err, first[0].ID)
+	}
+	if err := c.Ack(ctx, []string{claimed[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.QueueLength(ctx); err != nil || n != 0 {
+		t.Errorf("queue length after the acknowledgements: got %d, %v; want 0", n, err)
+	}
+
+	// A Redis that lost everything: the next take creates the stream
+	// without the group, and the next read creates the group from the
+	// stream's start, so that order is read.
+	if err := srv.Client().FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Build(ctx, id, seckill.Count{Stock: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.TakeQueued(ctx, &seckill.Order{ProductID: id, UserID: "carol", CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Read(ctx, "w3", 10, 0)
+	if err != nil || len(got) != 1 || got[0].Order.UserID != "carol" {
+		t.Errorf("read after the loss: got %v, %v; want carol's order", got, err)
+	}
+}
+
+// A blocking read returns as soon as an order is queued, and an empty one
+// after its wait.
+func TestReadBlocks(t *testing.T) {
+	c, _ := newCounter(t)
+	ctx := context.Background()
+	if _, _, err := c.Build(ctx, 1, seckill.Count{Stock: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Read(ctx, "w", 10, 10*time.Millisecond); err != nil || len(got) != 0 {
+		t.Fatalf("read of an empty queue: got %v, %v; want nothing", got, err)
+	}
+	read := make(chan []seckill.QueuedOrder, 1)
+	go func() {
+		got, err := c.Read(ctx, "w", 10, time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		read <- got
+	}()
+	if err := c.TakeQueued(ctx, &seckill.Order{ProductID: 1, UserID: "alice", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-read; len(got) != 1 {
+		t.Errorf("blocked read: got %v, want alice's order", got)
+	}
+}
