@@ -123,6 +123,7 @@ func TestEnvironRoundTrips(t *testing.T) {
 			"REDIS_SENTINEL_PASSWORD": "spw",
 		},
 		"url":     {"REDIS_URL": "redis://u:p@h:1/2"},
+		"design":  {"DESIGN": "redis-counter-async", "ORDER_CLAIM_IDLE": "3s"},
 		"cluster": {"REDIS_CLUSTER_ADDRS": "c:1,c:2,c:3"},
 	} {
 		t.Run(name, func(t *testing.T) {

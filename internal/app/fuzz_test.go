@@ -97,6 +97,8 @@ func FuzzParseConfig(f *testing.F) {
 		{"REDIS_SENTINEL_ADDRS=s:26379,t:26379", "-redis-sentinel-master=m\n-redis-sentinel-password=x"},
 		{"REDIS_CLUSTER_ADDRS=a:1,b:2", "-lock-wait-replicas=1"},
 		{"REDIS_SENTINEL_PASSWORD=x", "-lock-wait-replicas=-1"},
+		{"DESIGN=conditional\nLOCK=none", "-unsafe-no-fence"},
+		{"DESIGN=REDIS-COUNTER", "-redis-addrs=a:1,b:2,c:3\n-order-claim-idle=-1s"},
 	} {
 		f.Add(seed[0], seed[1])
 	}
@@ -158,6 +160,7 @@ func FuzzConfigEnvMatchesFlag(f *testing.F) {
 		{"REDIS_URL", "redis://u:pw@h:1/2"}, {"REDIS_SENTINEL_MASTER", "m"}, {"REDIS_SENTINEL_ADDRS", "s:1, t:2"},
 		{"REDIS_CLUSTER_ADDRS", "a:1,,b:2"}, {"REDIS_PASSWORD", "pw"}, {"REDIS_SENTINEL_PASSWORD", "pw"},
 		{"LOCK_WAIT_REPLICAS", "010"}, {"LOCK_WAIT_REPLICAS", "0x1"},
+		{"DESIGN", "Redis-Counter"}, {"ORDER_CLAIM_IDLE", "1s"},
 	} {
 		for i, s := range all {
 			if s.env == seed[0] {

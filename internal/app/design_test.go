@@ -1,0 +1,142 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill-ref/seckill/internal/app"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
+)
+
+func TestParseConfigDesign(t *testing.T) {
+	cfg, err := app.ParseConfig("serve", nil, envOf(nil), io.Discard)
+	if err != nil || cfg.Design != app.DesignLock {
+		t.Fatalf("default design: got %q, %v; want lock", cfg.Design, err)
+	}
+	cfg, err = app.ParseConfig("serve", []string{"-design", "Redis-Counter-Async", "-order-claim-idle", "3s"},
+		envOf(map[string]string{"DESIGN": "conditional"}), io.Discard)
+	if err != nil || cfg.Design != app.DesignCounterAsync || cfg.OrderClaimIdle != 3*time.Second {
+		t.Fatalf("-design over DESIGN: got %q, %v, %v; want redis-counter-async and 3s", cfg.Design, cfg.OrderClaimIdle, err)
+	}
+	for _, tt := range []struct {
+		env  map[string]string
+		want string // in the error
+	}{
+		{map[string]string{"DESIGN": "mutex"}, `design "mutex": want lock, conditional, redis-counter, redis-counter-async`},
+		{map[string]string{"DESIGN": "conditional", "LOCK": "none"}, "LOCK=none is a lock mode of the lock design"},
+		{map[string]string{"DESIGN": "redis-counter", "UNSAFE_NO_FENCE": "true"}, "UNSAFE_NO_FENCE"},
+		{map[string]string{"DESIGN": "redis-counter", "REDIS_ADDRS": "a:1,b:2,c:3"}, "not in a Redlock"},
+		{map[string]string{"DESIGN": "redis-counter-async", "ORDER_CLAIM_IDLE": "0s"}, "order claim idle"},
+	} {
+		if _, err := app.ParseConfig("serve", nil, envOf(tt.env), io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("env %v: got %v, want an error with %q", tt.env, err, tt.want)
+		}
+	}
+	// A conditional sale needs no Redis at all.
+	if _, err := app.ParseConfig("serve", []string{"-design", "conditional", "-redis-addr", ""}, envOf(nil), io.Discard); err != nil {
+		t.Errorf("conditional without a Redis address: %v", err)
+	}
+	if _, err := app.ParseConfig("serve", []string{"-design", "redis-counter", "-redis-addr", ""}, envOf(nil), io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "no Redis for the stock counters") {
+		t.Errorf("redis-counter without a Redis address: got %v, want it refused", err)
+	}
+}
+
+// Every design serves the same API: a sale through two replicas of each
+// sells the stock exactly, on SQLite and PostgreSQL. The async design's
+// 201s are orders once a replica has shut down: Close writes what is
+// queued.
+func TestDesignsServeTheSale(t *testing.T) {
+	for _, design := range []app.Design{app.DesignConditional, app.DesignCounter, app.DesignCounterAsync} {
+		t.Run(string(design), func(t *testing.T) {
+			pgtest.EachDB(t, func(t *testing.T, db string) {
+				c := newClusterOn(t, db)
+				edit := func(cfg *app.Config) { cfg.Design = design }
+				a, b := c.replica(edit), c.replica(edit)
+				const stock = 20
+				id := createProduct(t, a.Handler(), stock)
+				statuses := rush(id, 60, a, b)
+				if statuses[http.StatusCreated] != stock || statuses[http.StatusConflict] != 60-stock {
+					t.Errorf("statuses: got %v, want %d 201s and %d 409s", statuses, stock, 60-stock)
+				}
+				if p := getProduct(t, b.Handler(), id); p.Stock != 0 || p.Sold != stock {
+					t.Errorf("product: got %+v, want stock 0, sold %d", p, stock)
+				}
+				if err := a.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Close(); err != nil {
+					t.Fatal(err)
+				}
+				// A replica that starts after both stopped reads every order.
+				if got := len(allOrders(t, c.replica(edit).Handler(), id)); got != stock {
+					t.Errorf("orders after both replicas stopped: got %d, want %d", got, stock)
+				}
+			})
+		})
+	}
+}
+
+// Readiness checks what the design uses: the conditional design is ready
+// with no Redis at all, the counter designs are not ready without theirs.
+func TestDesignReadiness(t *testing.T) {
+	c := newCluster(t)
+	cond := c.replica(func(cfg *app.Config) { cfg.Design = app.DesignConditional; cfg.RedisAddr = "" })
+	ctr := c.replica(func(cfg *app.Config) { cfg.Design = app.DesignCounter })
+	if code, body := call(ctr.Handler(), http.MethodGet, "/readyz", ""); code != http.StatusOK {
+		t.Fatalf("redis-counter with Redis up: got %d %s", code, body)
+	}
+	if err := c.redis.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := call(ctr.Handler(), http.MethodGet, "/readyz", ""); code != http.StatusServiceUnavailable {
+		t.Errorf("redis-counter with Redis down: got %d %s, want 503", code, body)
+	}
+	if code, body := call(cond.Handler(), http.MethodGet, "/readyz", ""); code != http.StatusOK {
+		t.Errorf("conditional with Redis down: got %d %s, want 200", code, body)
+	}
+	// And it sells.
+	id := createProduct(t, cond.Handler(), 1)
+	if status, msg := buy(cond.Handler(), id, "alice"); status != http.StatusCreated {
+		t.Errorf("conditional purchase with Redis down: got %d %s", status, msg)
+	}
+}
+
+// Close writes the orders still queued: here the replica's writer is
+// stalled on its first batch (one order) while nine more are promised, and
+// only the flush after it stops can write those.
+func TestAsyncCloseWritesTheQueue(t *testing.T) {
+	c := newCluster(t)
+	var calls atomic.Int32
+	srv := c.replica(func(cfg *app.Config) {
+		cfg.Design = app.DesignCounterAsync
+		cfg.Chaos = func(ctx context.Context) {
+			if calls.Add(1) == 1 {
+				<-ctx.Done() // the first batch, until Close stops the writer
+			}
+		}
+	})
+	id := createProduct(t, srv.Handler(), 10)
+	if status, msg := buy(srv.Handler(), id, "u0"); status != http.StatusCreated {
+		t.Fatalf("u0: %d %s", status, msg)
+	}
+	poll.Eventually(t, 10*time.Second, "the writer to hold u0's order", func() bool { return srv.Metrics().OrdersPendingNow() == 1 })
+	for i := 1; i < 10; i++ {
+		if status, msg := buy(srv.Handler(), id, fmt.Sprintf("u%d", i)); status != http.StatusCreated {
+			t.Fatalf("u%d: %d %s", i, status, msg)
+		}
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(allOrders(t, c.replica(nil).Handler(), id)); got != 10 {
+		t.Errorf("orders after Close: got %d, want 10", got)
+	}
+}
