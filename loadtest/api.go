@@ -36,11 +36,15 @@ func (a api) createProduct(ctx context.Context, name string, stock int64) (Produ
 // snapshot reads the product, its orders, then the product again, until the
 // two product reads agree: a request the client gave up on may still be
 // finishing on the server, and a check over a moving target would blame the
-// service for the load test's own timing. listed is when the last orders
-// listing had ended: before the last product read began.
-func (a api) snapshot(ctx context.Context, id int64) (p Product, orders []Order, listed time.Time, err error) {
+// service for the load test's own timing. With settle > 0 it also waits, up
+// to settle, until the orders listed number the product's sold count: a
+// service that writes orders in the background has answered 201s whose
+// orders are still on their way. listed is when the last orders listing had
+// ended: before the last product read began.
+func (a api) snapshot(ctx context.Context, id int64, settle time.Duration) (p Product, orders []Order, listed time.Time, err error) {
 	const attempts = 5
 	wait := 50 * time.Millisecond
+	settleBy := time.Now().Add(settle)
 	for i := 0; ; i++ {
 		if p, err = a.Product(ctx, id); err != nil {
 			return
@@ -53,7 +57,8 @@ func (a api) snapshot(ctx context.Context, id int64) (p Product, orders []Order,
 		if err2 != nil {
 			return p, nil, listed, err2
 		}
-		if again == p || i == attempts-1 {
+		settling := int64(len(orders)) != again.Sold && time.Now().Before(settleBy)
+		if !settling && (again == p || i >= attempts-1) {
 			return again, orders, listed, nil
 		}
 		t := time.NewTimer(wait)
@@ -63,6 +68,8 @@ func (a api) snapshot(ctx context.Context, id int64) (p Product, orders []Order,
 			return p, nil, listed, ctx.Err()
 		case <-t.C:
 		}
-		wait *= 2
+		if !settling {
+			wait *= 2
+		}
 	}
 }

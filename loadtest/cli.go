@@ -141,6 +141,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	mix := fs.String("mix", "", "mix reads and restocks into the sale for the linearizability check, e.g. reads=10%,restocks=1/s, or restocks=1% for one per 100 requests whatever their pace (restocks need the admin token)")
 	fs.StringVar(&cfg.History, "history", "", "write the history, one operation per line, to this `file` (JSON lines)")
 	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", DefaultCheckTimeout, "longest linearizability check; past it the verdict is unknown")
+	fs.DurationVar(&cfg.Settle, "settle", 0, "after the attack, wait up to this long for the orders to number the sold count (a service that writes orders in the background, DESIGN=redis-counter-async); 0 checks at once")
 	check := fs.Bool("linearizability", true, "check the history for linearizability (false: the invariants alone decide)")
 
 	if err := fs.Parse(args); err != nil {

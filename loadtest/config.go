@@ -177,6 +177,14 @@ type Config struct {
 	// directory; the report names it. NoVisualization leaves it out.
 	Visualization   string
 	NoVisualization bool
+
+	// Settle, when positive, is how long the verification after the
+	// attack may wait for the orders to catch up with the product's sold
+	// count: a service that writes its orders in the background (the
+	// redis-counter-async design) answers 201 before the order exists. The
+	// check starts once the orders listed number the sold count, or when
+	// Settle has passed. 0 checks at once.
+	Settle time.Duration
 }
 
 // withDefaults returns cfg with zero fields replaced by defaults and targets
@@ -250,6 +258,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, invalid("history limit %d: want 0 (the default, %d) or more", cfg.HistoryLimit, DefaultHistoryLimit)
 	case cfg.CheckTimeout < 0:
 		return cfg, invalid("check timeout %v: want a positive duration", cfg.CheckTimeout)
+	case cfg.Settle < 0:
+		return cfg, invalid("settle %v: want 0 (check at once) or a positive duration", cfg.Settle)
 	case cfg.Mix.restocks() && cfg.AdminToken == "":
 		return cfg, invalid("restocks need the admin token (-admin-token or ADMIN_TOKEN)")
 	}

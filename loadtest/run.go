@@ -91,9 +91,17 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 		vctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cfg.Timeout)
 		defer cancel()
 	}
-	after, orders, listed, err := apis[0].snapshot(vctx, before.ID)
+	verifying := time.Now()
+	after, orders, listed, err := apis[0].snapshot(vctx, before.ID, cfg.Settle)
 	if err != nil {
 		return Report{}, fmt.Errorf("loadtest: verify after the attack: %w", err)
+	}
+	if cfg.Settle > 0 {
+		settled := "the orders number the sold count"
+		if int64(len(orders)) != after.Sold {
+			settled = fmt.Sprintf("the orders (%d) still do not number the sold count (%d)", len(orders), after.Sold)
+		}
+		fmt.Fprintf(w, "loadtest: after %.1fs (of up to %v), %s\n", time.Since(verifying).Seconds(), cfg.Settle, settled)
 	}
 	// The read after the sale: its last product read, which began once
 	// the orders were listed.
