@@ -58,9 +58,9 @@ const (
 // Designs lists the designs, the default first.
 var Designs = []Design{DesignLock, DesignConditional, DesignCounter, DesignCounterAsync}
 
-// usesRedis says whether the design keeps anything in Redis: the lock
-// design (with the redis lock mode) and the counters do.
-func (c Config) usesRedis() bool {
+// UsesRedis says whether the configuration keeps anything in Redis: the
+// lock design with the redis lock mode, and the counter designs.
+func (c Config) UsesRedis() bool {
 	switch c.Design {
 	case DesignConditional:
 		return false

@@ -66,7 +66,7 @@ func (c Config) validateRedis() []error {
 			errs = append(errs, fmt.Errorf("REDIS_URL %s carries a password and REDIS_PASSWORD is set too: keep one", maskURL(c.RedisURL)))
 		}
 	}
-	if c.usesRedis() && c.RedisAddr == "" && c.RedisURL == "" && c.RedisSentinelMaster == "" &&
+	if c.UsesRedis() && c.RedisAddr == "" && c.RedisURL == "" && c.RedisSentinelMaster == "" &&
 		len(c.RedisSentinelAddrs) == 0 && len(c.RedisClusterAddrs) == 0 && len(c.RedisAddrs) == 0 {
 		what := "the lock"
 		if c.Design != DesignLock {

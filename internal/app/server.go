@@ -66,7 +66,7 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 	switch {
 	case cfg.Design == DesignLock:
 		locker, err = s.newLocker(ctx)
-	case cfg.usesRedis():
+	case cfg.UsesRedis():
 		_, err = s.connectRedis(ctx)
 	}
 	if err != nil {

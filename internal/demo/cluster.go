@@ -135,6 +135,26 @@ func (c *cluster) counters() (fenceRejected, leasesLost int64) {
 	return fenceRejected, leasesLost
 }
 
+// evidence is what the counter designs' replicas counted that shows a
+// fault happened: counters built from the database (Redis had lost them),
+// queued orders one writer took over from another, and the orders taken
+// and not yet written right now.
+type evidence struct {
+	builds, claimed, pending int64
+}
+
+// counterEvidence sums the in-process replicas' evidence.
+func (c *cluster) counterEvidence() evidence {
+	var ev evidence
+	for _, s := range c.servers {
+		m := s.Metrics()
+		ev.builds += m.CounterBuilds()
+		ev.claimed += m.OrdersTakenOver()
+		ev.pending += m.OrdersPendingNow()
+	}
+	return ev
+}
+
 // Close shuts every replica down (graceful, then closing its Locker, Redis
 // client and database) and removes the temporary directory. It is safe to
 // call more than once; the Redis belongs to the caller.

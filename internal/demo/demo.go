@@ -91,8 +91,10 @@ func runSale(ctx context.Context, o options, rds *redisHandle, logs *replicaLogs
 	if rds != nil {
 		cfg.RedisAddr = rds.addr
 		fmt.Fprintf(stdout, "demo: Redis: %s\n", rds.describe())
-	} else {
+	} else if cfg.Design == app.DesignLock {
 		fmt.Fprintf(stdout, "demo: no Redis: lock mode %s does not use it\n", cfg.Lock)
+	} else {
+		fmt.Fprintf(stdout, "demo: no Redis: design %s does not use it\n", cfg.Design)
 	}
 	c, err := startCluster(ctx, o.replicas, cfg, logs.logger)
 	if err != nil {
@@ -123,13 +125,17 @@ func runSale(ctx context.Context, o options, rds *redisHandle, logs *replicaLogs
 		return exitError
 	}
 	noFault := ""
-	if cfg.Lock == app.LockRedis {
+	switch {
+	case cfg.Design == app.DesignLock && cfg.Lock == app.LockRedis:
 		rejected, lost := c.counters()
 		fmt.Fprintf(stdout, "demo: the replicas counted %d fence rejection(s) and %d lost lease(s)\n", rejected, lost)
 		if expiresLeases(cfg) && lost == 0 && ctx.Err() == nil {
 			noFault = fmt.Sprintf("demo: FAULT NOT INJECTED: holders pause %v with probability %g, past the %v lease with renewal off, yet no lease was lost: the sale does not show the fault\n",
 				cfg.ChaosPause, cfg.ChaosProb, cfg.LockTTL)
 		}
+	case cfg.Design == app.DesignCounter || cfg.Design == app.DesignCounterAsync:
+		ev := c.counterEvidence()
+		fmt.Fprintf(stdout, "demo: the replicas built %d stock counter(s) from the database and took over %d queued order(s)\n", ev.builds, ev.claimed)
 	}
 	if s := logs.summary(); s != "" {
 		fmt.Fprintf(stdout, "demo: %s\n", s)
@@ -152,6 +158,14 @@ func runSale(ctx context.Context, o options, rds *redisHandle, logs *replicaLogs
 
 // describeService says what guards the sale, in a line.
 func describeService(cfg app.Config) string {
+	switch cfg.Design {
+	case app.DesignConditional:
+		return "design conditional: one transaction per purchase, UPDATE ... WHERE stock > 0 then the order's insert; no lock, no Redis"
+	case app.DesignCounter:
+		return "design redis-counter: a Lua script takes from the stock counter in Redis, then the order is inserted before the answer; no lock"
+	case app.DesignCounterAsync:
+		return "design redis-counter-async: a Lua script takes from the stock counter in Redis and queues the order; 201 at once, each replica's writer inserts the queued orders; no lock"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "lock %s", cfg.Lock)
 	if cfg.Lock == app.LockRedis {

@@ -20,6 +20,12 @@ const (
 	DefaultRate     = 300
 	DefaultDuration = 5 * time.Second
 	maxReplicas     = 16
+	// defaultAsyncSettle is -settle's default for redis-counter-async:
+	// longer than a writer takes over another's orders
+	// (app.Config.OrderClaimIdle's default), so that a replica that died
+	// holding orders does not fail the check while they are still on
+	// their way.
+	defaultAsyncSettle = 10 * time.Second
 )
 
 // Where the Redis of the redis lock mode comes from (-redis, or the
@@ -35,8 +41,11 @@ type options struct {
 	replicas int
 	redis    string // redisAuto, redisServer or redisEmbedded
 	matrix   bool
-	keep     bool   // serve the replicas after the sale, until Ctrl-C
-	logFile  string // replica logs; "" is the default destination
+	// designSet is true when -design was given: with -matrix it picks
+	// that design's rows.
+	designSet bool
+	keep      bool   // serve the replicas after the sale, until Ctrl-C
+	logFile   string // replica logs; "" is the default destination
 
 	// sale holds the load test's settings, without targets and token.
 	sale loadtest.Config
@@ -65,8 +74,15 @@ Every replica serves the live dashboard at /dashboard (its URL is printed);
 -keep keeps Redis and the replicas running after the sale, until Ctrl-C, to
 look at it. -report FILE.html writes the report as a page with charts.
 
--matrix runs a short sale per lock mode and fault instead, and prints one
-table that shows where the sale oversells and where it does not.
+-design picks how a purchase is decided: lock (the default: the Redis lock
+and its fence), conditional (one UPDATE ... WHERE stock > 0 transaction),
+redis-counter (a Lua stock counter in Redis, then the insert) or
+redis-counter-async (the counter, 201 at once, orders written in the
+background; the check waits for them, up to -settle).
+
+-matrix runs a short sale per lock mode, design and fault instead, and
+prints one table that shows where the sale oversells and where it does
+not; with -design, only that design's rows.
 
 Exit status: 0 when the verdict is a pass (with -matrix: every row as
 expected), 1 when it is not (an oversell or a history that is not
@@ -80,7 +96,7 @@ Flags:
 
 // serviceFlags are the flags that configure the replicas: -matrix sets
 // them per row, so giving one with -matrix is a mistake worth saying.
-var serviceFlags = []string{"lock", "lock-ttl", "lock-renew", "batch-max", "chaos-pause", "chaos-prob", "unsafe-no-fence", "expect-oversell", "out", "plot", "history"}
+var serviceFlags = []string{"lock", "settle", "lock-ttl", "lock-renew", "batch-max", "chaos-pause", "chaos-prob", "unsafe-no-fence", "expect-oversell", "out", "plot", "history"}
 
 // parseFlags turns args into options. It returns flag.ErrHelp for -h, and
 // errFlagParse when the flag package has already printed the problem.
@@ -119,6 +135,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.sale.History, "history", "", "write the sale's history, one operation per line, to this `file` (JSON lines)")
 	fs.DurationVar(&o.sale.CheckTimeout, "check-timeout", loadtest.DefaultCheckTimeout, "longest linearizability check; past it the verdict is unknown")
 
+	design := string(o.svc.Design)
+	fs.StringVar(&design, "design", design, "purchase `design`: lock, conditional, redis-counter or redis-counter-async (with -matrix: only its rows)")
+	fs.DurationVar(&o.sale.Settle, "settle", 0, "after the sale, wait up to this long for the orders to number the sold count; 0: 10s for redis-counter-async, else none")
 	lock := string(o.svc.Lock)
 	fs.StringVar(&lock, "lock", lock, "lock `mode`: redis, none (no lock: oversells) or local (in-process mutex: oversells with 2 replicas)")
 	fs.DurationVar(&o.svc.LockTTL, "lock-ttl", o.svc.LockTTL, "lock lease")
@@ -138,7 +157,14 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q: flags only", fs.Arg(0))
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	o.svc.Lock = app.LockMode(strings.ToLower(lock))
+	o.svc.Design = app.Design(strings.ToLower(design))
+	o.designSet = set["design"]
+	if o.sale.Settle == 0 && o.svc.Design == app.DesignCounterAsync {
+		o.sale.Settle = defaultAsyncSettle
+	}
 	if err := loadtest.ShapeFromFlags(fs, &o.sale); err != nil {
 		return o, err
 	}
@@ -146,8 +172,6 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	if o.sale.Mix, err = loadtest.ParseMix(*mix); err != nil {
 		return o, fmt.Errorf("-mix: %w", err)
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.matrix {
 		var clash []string
 		for _, name := range serviceFlags {
@@ -190,6 +214,7 @@ func (o options) validate() error {
 	return errors.Join(errs...)
 }
 
-// needsRedis says whether any sale of this run uses the redis lock mode:
-// none and local need no Redis, so the demo does not start one for them.
-func (o options) needsRedis() bool { return o.matrix || o.svc.Lock == app.LockRedis }
+// needsRedis says whether any sale of this run uses Redis: the lock modes
+// none and local, and the conditional design, need none, so the demo does
+// not start one for them.
+func (o options) needsRedis() bool { return o.matrix || o.svc.UsesRedis() }
