@@ -50,24 +50,42 @@ type cluster struct {
 // URL, which the benchmarks set), each serving on its own 127.0.0.1 port.
 // On error it undoes what it did.
 func startCluster(ctx context.Context, n int, cfg app.Config, logger *slog.Logger) (*cluster, error) {
+	// A Chaos function cannot be passed to a process (Config.Environ).
+	separate := (cfg.Lock == app.LockLocal || cfg.Lock == app.LockNone) && ReplicaCommand != nil && cfg.Chaos == nil
+	specs := make([]replicaSpec, n)
+	for i := range specs {
+		specs[i] = replicaSpec{cfg: cfg, process: separate}
+	}
+	return startReplicas(ctx, specs, logger)
+}
+
+// replicaSpec is one replica to start: its configuration, and whether it
+// runs as a process of its own (ReplicaCommand must be set) or in this
+// process.
+type replicaSpec struct {
+	cfg     app.Config
+	process bool
+}
+
+// startReplicas is startCluster with a configuration per replica: they
+// share the first one's database.
+func startReplicas(ctx context.Context, specs []replicaSpec, logger *slog.Logger) (*cluster, error) {
 	dir, err := os.MkdirTemp("", "seckill-demo-")
 	if err != nil {
 		return nil, fmt.Errorf("create the temporary directory: %w", err)
 	}
 	serveCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c := &cluster{dir: dir, db: filepath.Join(dir, "seckill.db"), cancel: cancel}
-	cfg.Addr = "127.0.0.1:0"
-	if store.IsPostgres(cfg.Database) {
-		c.db = cfg.Database
-	} else {
-		cfg.Database = c.db
+	if len(specs) > 0 && store.IsPostgres(specs[0].cfg.Database) {
+		c.db = specs[0].cfg.Database
 	}
-	cfg.ShutdownTimeout = shutdownTimeout
-	// A Chaos function cannot be passed to a process (Config.Environ).
-	separate := (cfg.Lock == app.LockLocal || cfg.Lock == app.LockNone) && ReplicaCommand != nil && cfg.Chaos == nil
-	for i := range n {
+	for i, spec := range specs {
+		cfg := spec.cfg
+		cfg.Addr = "127.0.0.1:0"
+		cfg.Database = c.db
+		cfg.ShutdownTimeout = shutdownTimeout
 		add := c.add
-		if separate {
+		if spec.process {
 			add = c.addProcess
 		}
 		if err := add(ctx, serveCtx, cfg, logger.With("replica", i+1)); err != nil {

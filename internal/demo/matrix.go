@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -31,6 +32,9 @@ type row struct {
 	unsafe   bool   // fencing off
 	oversell bool   // expected
 	why      string // the verdict's explanation when the row is as expected
+	// design, for the rows of the designs (matrix_designs.go): the
+	// design, its fault and the outcome it must show.
+	design *designRow
 }
 
 // matrixRows are the rows, the correct configurations next to the broken
@@ -75,8 +79,12 @@ func (r row) config(o options, redisAddr string) (app.Config, *stallHook) {
 }
 
 // batchText is the batch column: how many purchases one lock hold may
-// serve. The unfenced modes always sell one at a time.
+// serve. The unfenced modes always sell one at a time; the designs without
+// a lock have no batch.
 func (r row) batchText() string {
+	if r.rowDesign() != app.DesignLock {
+		return "-"
+	}
 	if r.mode != app.LockRedis || r.unsafe {
 		return "1"
 	}
@@ -100,7 +108,8 @@ type result struct {
 	// each sale before it was run again.
 	attempt int
 	earlier []string
-	output  bytes.Buffer // the sale's full report, shown if the row fails
+	dev     designEvidence // a design row's evidence of its fault
+	output  bytes.Buffer   // the sale's full report, shown if the row fails
 }
 
 // linText is the row's linearizable column.
@@ -116,7 +125,10 @@ func (r *result) linText() string {
 // exitOK only if every row matched its expectation, exitError if a row
 // could not run (or a Ctrl-C stopped the matrix), and exitFail otherwise.
 func runMatrix(ctx context.Context, o options, rds *redisHandle, logger *slog.Logger, stdout, stderr io.Writer) int {
-	rows := matrixRows(o.replicas)
+	rows := append(matrixRows(o.replicas), designRows()...)
+	if o.designSet {
+		rows = slices.DeleteFunc(rows, func(r row) bool { return r.rowDesign() != o.svc.Design })
+	}
 	if err := createMatrixReports(o); err != nil {
 		fmt.Fprintf(stderr, "demo: %v\n", err)
 		return exitError
@@ -128,12 +140,12 @@ func runMatrix(ctx context.Context, o options, rds *redisHandle, logger *slog.Lo
 		results[i] = &result{row: r, attempt: 1}
 		for ctx.Err() == nil {
 			res := results[i]
-			fmt.Fprintf(stdout, "  [%d/%d] %-5s batch %-4s %-24s ", i+1, len(rows), r.mode, r.batchText(), r.fault)
+			fmt.Fprintf(stdout, "  [%d/%d] %-19s batch %-4s %-32s ", i+1, len(rows), r.designName(), r.batchText(), r.fault)
 			start := time.Now()
 			runRow(ctx, o, rds, logger, res)
 			fmt.Fprintf(stdout, "%s (%.1fs)\n", res.status(), time.Since(start).Seconds())
 			if res.err != nil {
-				fmt.Fprintf(stderr, "demo: %s %s: %v\n", r.mode, r.fault, res.err)
+				fmt.Fprintf(stderr, "demo: %s %s: %v\n", r.designName(), r.fault, res.err)
 			}
 			if !res.rerun() {
 				break
@@ -157,7 +169,7 @@ func runMatrix(ctx context.Context, o options, rds *redisHandle, logger *slog.Lo
 // name is the row's name in the verdicts: the mode, the fault and the
 // label.
 func (r *result) name() string {
-	name := string(r.mode)
+	name := r.designName()
 	if r.fault != "" {
 		name += " (" + r.fault + ")"
 	}
@@ -207,6 +219,10 @@ func (r *result) status() string {
 
 // runRow runs one sale into res.
 func runRow(ctx context.Context, o options, rds *redisHandle, logger *slog.Logger, res *result) {
+	if res.design != nil {
+		runDesignRow(ctx, o, rds, logger, res)
+		return
+	}
 	cfg, hook := res.config(o, rds.addr)
 	c, err := startCluster(ctx, o.replicas, cfg, logger.With("mode", res.mode, "fault", res.fault))
 	if err != nil {
@@ -239,7 +255,7 @@ func writeTable(w io.Writer, o options, results []*result) {
 		if fault == "" {
 			fault = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t", r.mode, r.batchText(), o.replicas, fault)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t", r.designName(), r.batchText(), o.replicas, fault)
 		switch {
 		case !r.ran && r.err == nil:
 			fmt.Fprintln(tw, "not run")
@@ -250,7 +266,7 @@ func writeTable(w io.Writer, o options, results []*result) {
 			if r.rep.Oversold {
 				oversold = "YES"
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%.0f\t%.0f\t%v\t%d\t%d\n", r.rep.After.Sold, r.rep.After.Stock, oversold, r.linText(),
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%.0f\t%.0f\t%v\t%d\t%d\n", r.rep.RunOrders, r.rep.After.Stock, oversold, r.linText(),
 				r.rep.PurchaseRate, r.rep.RequestRate, roundDuration(r.rep.Latency.P99), r.fenceRejected, r.leaseLost)
 		}
 	}
@@ -265,6 +281,7 @@ func writeTable(w io.Writer, o options, results []*result) {
 		"without a late write refused) runs again, %d sales at most, else: fault not injected.\n"+
 		"fence rejected: late writes the database refused (a token older than the current holder's).\n",
 		o.sale.Stock, shapeText(o.sale), faultTTL, faultWork, faultProb*100, faultMaxStall, maxRowAttempts)
+	writeDesignLegend(w, results)
 }
 
 // writeVerdicts prints one line per row and the overall one, then the full
@@ -280,7 +297,10 @@ func writeVerdicts(w io.Writer, results []*result, interrupted bool) int {
 			fmt.Fprintf(w, "ERROR    %s: %s\n", name, why)
 		case verdictOK:
 			what := "did not oversell and is linearizable"
-			if r.oversell {
+			switch {
+			case r.design != nil:
+				what = r.design.outcomeText()
+			case r.oversell:
 				what = "oversold"
 			}
 			fmt.Fprintf(w, "ok       %s %s, as expected: %s%s\n", name, what, why, r.earlierText())
@@ -295,7 +315,7 @@ func writeVerdicts(w io.Writer, results []*result, interrupted bool) int {
 	}
 	for _, r := range results {
 		if v, _ := r.judge(); r.ran && v != verdictOK {
-			fmt.Fprintf(w, "\nReport of %s %s:\n%s", r.mode, r.fault, r.output.String())
+			fmt.Fprintf(w, "\nReport of %s %s:\n%s", r.designName(), r.fault, r.output.String())
 		}
 	}
 	switch {

@@ -13,12 +13,14 @@ import (
 	"github.com/seckill-ref/seckill/internal/testinfra/browsertest"
 )
 
-// The matrix shows oversell exactly where it should: not under the Redis
-// lock, batched or not, with or without expiring leases (the fence refuses
-// the late writes), and in each of the three broken configurations, with
-// nothing injected into the rows without a fault: the burst alone races.
-// The rows without an oversell must also have linearizable histories, and
-// the fault rows must show their fault (leases lost, late writes refused).
+// The lock design's rows of the matrix show oversell exactly where they
+// should: not under the Redis lock, batched or not, with or without
+// expiring leases (the fence refuses the late writes) or a Redis restart,
+// and in each of the three broken configurations, with nothing injected
+// into the rows without a fault: the burst alone races. The rows without
+// an oversell must also have linearizable histories, and the lease-expiry
+// rows must show their fault (leases lost, late writes refused). (The
+// other designs' rows: TestMatrixDesigns.)
 func TestMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: every lock mode's demo sale, and the report in a browser")
@@ -30,7 +32,7 @@ func TestMatrix(t *testing.T) {
 	page, data := filepath.Join(reports, "matrix.html"), filepath.Join(reports, "matrix.json")
 	t.Setenv("TMPDIR", tmp)
 	r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": "embedded"},
-		"-matrix", "-buyers", "1000", "-stock", "50", "-report", page, "-report-json", data)
+		"-matrix", "-design", "lock", "-buyers", "1000", "-stock", "50", "-report", page, "-report-json", data)
 	if r.code != 0 {
 		t.Errorf("exit status: got %d, want 0", r.code)
 	}
@@ -42,7 +44,8 @@ func TestMatrix(t *testing.T) {
 		"ok       none oversold",
 		"ok       redis (lease expiry) did not oversell and is linearizable",
 		"ok       redis (lease expiry, no fence) oversold",
-		"matrix: PASS: all 6 rows as expected",
+		"ok       redis (Redis restarted) held, as expected",
+		"matrix: PASS: all 7 rows as expected",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("stdout lacks %q", want)
@@ -54,6 +57,58 @@ func TestMatrix(t *testing.T) {
 	}
 	checkMatrixJSON(t, data)
 	checkMatrixPage(t, page)
+}
+
+// The designs' rows, each design alone (-design), on redis-server: each
+// row comes out as matrix_designs.go says it must, its fault checked to
+// have happened, and the matrix passes. A design's failure that is not the
+// expected one (or a fault that did not happen) fails it.
+func TestMatrixDesigns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: four sales per design, two of them with a fault")
+	}
+	for _, tt := range []struct {
+		design string
+		wants  []string
+	}{
+		{"conditional", []string{
+			"ok       conditional held, as expected",
+			"ok       conditional (kill -9 mid-sale) held, as expected",
+			"ok       conditional (restocks) held, as expected",
+			"matrix: PASS: all 3 rows as expected",
+		}},
+		{"redis-counter", []string{
+			"ok       redis-counter held, as expected",
+			"ok       redis-counter (kill -9 between take and insert) lost sales, as expected",
+			"ok       redis-counter (Redis restarted) sold items twice, as expected",
+			"ok       redis-counter (restocks) held, as expected",
+			"matrix: PASS: all 4 rows as expected",
+		}},
+		{"redis-counter-async", []string{
+			"ok       redis-counter-async held, as expected",
+			"ok       redis-counter-async (kill -9 between take and write) held, as expected",
+			"ok       redis-counter-async (Redis restarted) lost orders and sold items twice, as expected",
+			"ok       redis-counter-async (restocks) held, as expected",
+			"matrix: PASS: all 4 rows as expected",
+		}},
+	} {
+		t.Run(tt.design, func(t *testing.T) {
+			r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": "server"},
+				"-matrix", "-design", tt.design, "-buyers", "1000", "-stock", "50")
+			if r.code != 0 {
+				t.Errorf("exit status: got %d, want 0", r.code)
+			}
+			for _, want := range tt.wants {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("stdout lacks %q", want)
+				}
+			}
+			if t.Failed() {
+				t.Logf("stdout:\n%s", r.stdout)
+			}
+			assertRedisGone(t, r)
+		})
+	}
 }
 
 // checkMatrixJSON reads -report-json back: every row with its report.
@@ -84,17 +139,17 @@ func checkMatrixJSON(t *testing.T, path string) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatalf("matrix JSON: %v", err)
 	}
-	if !m.Passed || len(m.Rows) != 6 {
-		t.Fatalf("matrix JSON: passed %v with %d rows, want true with 6", m.Passed, len(m.Rows))
+	if !m.Passed || len(m.Rows) != 7 {
+		t.Fatalf("matrix JSON: passed %v with %d rows, want true with 7", m.Passed, len(m.Rows))
 	}
 	for _, row := range m.Rows {
 		if row.Verdict != "ok" || row.Report.Oversold != row.ExpectOversell || row.Report.Requests == 0 ||
 			row.Linearizable != row.Report.Linearizability.Verdict || (!row.ExpectOversell && row.Linearizable != "yes") {
 			t.Errorf("matrix JSON row %+v: want verdict ok, oversold as expected, linearizable where not, and the sale's report", row)
 		}
-		// The fault rows show their fault: leases lost, and with the
-		// fence on, late writes refused.
-		if row.Fault != "" && (row.LeasesLost == 0 || (!strings.Contains(row.Fault, "no fence") && row.FenceRejected == 0)) {
+		// The lease-expiry rows show their fault: leases lost, and with
+		// the fence on, late writes refused.
+		if strings.HasPrefix(row.Fault, "lease expiry") && (row.LeasesLost == 0 || (!strings.Contains(row.Fault, "no fence") && row.FenceRejected == 0)) {
 			t.Errorf("matrix JSON row %s (%s): %d leases lost, %d fence rejections: the fault did not show", row.Mode, row.Fault, row.LeasesLost, row.FenceRejected)
 		}
 		if row.Sales < 1 || row.Sales > 3 {
@@ -130,7 +185,7 @@ type matrixRowShown struct {
 	Chart, SoldAboveS, TotalAboveS                                bool
 }
 
-// checkMatrixPage opens the -report page in a real browser: six rows, each
+// checkMatrixPage opens the -report page in a real browser: seven rows, each
 // with its verdict and a chart, where none and local sell past the stock
 // and the Redis lock never does.
 func checkMatrixPage(t *testing.T, path string) {
@@ -138,13 +193,13 @@ func checkMatrixPage(t *testing.T, path string) {
 	b := browsertest.Start(t, 1500, 1100)
 	b.Navigate("file://" + path)
 	b.WaitTrue(`document.querySelectorAll("#matrix tr.row").length > 0`, 10*time.Second, func() string { return "no rows" })
-	if v := browsertest.Eval[string](b, `document.getElementById("verdict").textContent`); v != "matrix: PASS: all 6 rows as expected" {
+	if v := browsertest.Eval[string](b, `document.getElementById("verdict").textContent`); v != "matrix: PASS: all 7 rows as expected" {
 		t.Errorf("verdict: got %q", v)
 	}
 	rows := browsertest.Eval[[]matrixRowShown](b, rowsJS)
 	want := []struct{ mode, fault, oversold string }{
 		{"redis", "", "no"}, {"redis", "", "no"}, {"local", "", "YES"}, {"none", "", "YES"},
-		{"redis", "lease expiry", "no"}, {"redis", "lease expiry, no fence", "YES"},
+		{"redis", "lease expiry", "no"}, {"redis", "lease expiry, no fence", "YES"}, {"redis", "Redis restarted", "no"},
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("got %d rows on the page, want %d: %+v", len(rows), len(want), rows)

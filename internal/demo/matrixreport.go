@@ -75,7 +75,7 @@ func newMatrixPage(o options, results []*result) matrixPage {
 	for _, r := range results {
 		v, why := r.judge()
 		row := matrixRow{
-			Mode: string(r.mode), Batch: r.batchText(), Fault: r.fault, Label: r.label, Name: r.name(),
+			Mode: r.designName(), Batch: r.batchText(), Fault: r.fault, Label: r.label, Name: r.name(),
 			ExpectOversell: r.oversell, Ran: r.ran, Matched: v == verdictOK,
 			Verdict: string(v), Why: why + r.earlierText(), Class: strings.ReplaceAll(string(v), " ", "-"),
 			FenceRejected: r.fenceRejected, LeasesLost: r.leaseLost, Overlaps: r.overlaps, Sales: r.attempt,

@@ -41,9 +41,20 @@ const (
 
 // replicaProcess is one replica running as a child process.
 type replicaProcess struct {
-	proc *procutil.Process
-	url  string
-	out  *procutil.TailBuffer // the end of its output, for errors
+	proc   *procutil.Process
+	url    string
+	out    *procutil.TailBuffer // the end of its output, for errors
+	killed bool                 // by kill: its exit is no error
+}
+
+// kill ends the process with SIGKILL, as a crash would, and waits for it.
+func (r *replicaProcess) kill() error {
+	r.killed = true
+	if err := r.proc.Cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("kill replica process %d: %w", r.proc.Pid(), err)
+	}
+	<-r.proc.Done()
+	return nil
 }
 
 // startProcess starts a replica of cfg as a child process on a free
@@ -129,6 +140,9 @@ func (r *replicaProcess) waitReady(ctx context.Context) error {
 // processGrace. A process that had already exited, or that exits with an
 // error, is reported with the end of its output.
 func (r *replicaProcess) stop(shutdown time.Duration) error {
+	if r.killed {
+		return nil
+	}
 	select {
 	case <-r.proc.Done():
 		return fmt.Errorf("replica process %d exited before it was stopped: %v; its output ends:\n%s", r.proc.Pid(), r.proc.Wait(), r.out)

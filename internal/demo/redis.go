@@ -28,6 +28,9 @@ type redisHandle struct {
 	closeOnce sync.Once
 	closeErr  error
 	close     func() error
+	// restart stops the Redis and starts it again on the same address
+	// with no data, as a restart without persistence does.
+	restart func(ctx context.Context) error
 }
 
 // Close stops the Redis: redis-server by its PID (SIGTERM, then SIGKILL),
@@ -82,7 +85,7 @@ func startServer(ctx context.Context) (*redisHandle, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &redisHandle{addr: srv.Addr(), kind: "redis-server", pid: srv.PID(), close: srv.Close}, nil
+	return &redisHandle{addr: srv.Addr(), kind: "redis-server", pid: srv.PID(), close: srv.Close, restart: srv.Restart}, nil
 }
 
 // startEmbedded runs miniredis on a free loopback port, and a clock for it:
@@ -112,6 +115,11 @@ func startEmbedded() (*redisHandle, error) {
 			<-done
 			m.Close()
 			return nil
+		},
+		restart: func(context.Context) error {
+			m.Close() // drops every connection, as a dying server does
+			m.FlushAll()
+			return m.Restart()
 		},
 	}, nil
 }

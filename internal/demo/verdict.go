@@ -33,6 +33,8 @@ func (r *result) judge() (verdict, string) {
 	switch {
 	case !r.ran || r.err != nil:
 		return verdictError, "did not run to the end"
+	case r.design != nil:
+		return r.designJudge() // matrix_designs.go
 	case !r.oversell && r.rep.Oversold:
 		return verdictMismatch, "OVERSOLD, and it must not"
 	case !r.oversell && lin.Verdict != loadtest.LinYes:
