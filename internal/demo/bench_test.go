@@ -71,6 +71,63 @@ func BenchmarkHotProduct(b *testing.B) {
 	}
 }
 
+// benchDatabases are the databases the design benchmark runs each design
+// on: a SQLite file of the cluster's, and a database of its own on the
+// PostgreSQL server the benchmark starts (see BenchmarkHotProduct for its
+// settings).
+var benchDatabases = []string{"sqlite", "postgres"}
+
+// benchDesigns are the designs BenchmarkDesigns compares, each with the
+// configuration it is measured in: a new design is a line here.
+var benchDesigns = []struct {
+	name string
+	edit func(*app.Config)
+}{
+	// The lock with its defaults (64 purchases per lock hold), with a
+	// wait long enough that every buyer is served.
+	{"lock", func(cfg *app.Config) { cfg.Design, cfg.LockWait = app.DesignLock, time.Minute }},
+	{"conditional", func(cfg *app.Config) { cfg.Design = app.DesignConditional }},
+	{"redis-counter", func(cfg *app.Config) { cfg.Design = app.DesignCounter }},
+	{"redis-counter-async", func(cfg *app.Config) { cfg.Design = app.DesignCounterAsync }},
+}
+
+// BenchmarkDesigns is every design on one hot product, on SQLite and on
+// PostgreSQL, 2 replicas in this process, one redis-server: purchases/s
+// and the latency of the 201s on a product that does not sell out (every
+// request a new buyer), then sold-out answers/s and their latency on a
+// product with no stock. With -count N the whole table runs N times, so
+// that the designs' rows are interleaved in time:
+//
+//	go test -run '^$' -bench Designs -benchtime 5000x -count 3 ./internal/demo
+//
+// The async design's 201 comes before its order is written: its rate is
+// of answers, and its orders trail them (written by the replicas' writers
+// at their own rate, not measured here).
+func BenchmarkDesigns(b *testing.B) {
+	rds := benchRedis(b)
+	pg := pgtest.Start(b, pgproc.Options{Durable: true, Settings: map[string]string{"synchronous_commit": "off"}})
+	for _, db := range benchDatabases {
+		for _, d := range benchDesigns {
+			c := benchCluster(b, rds, func(cfg *app.Config) {
+				d.edit(cfg)
+				if db == "postgres" {
+					cfg.Database = pgtest.NewDatabase(b, pg)
+				}
+			})
+			hot, soldOut := benchProduct(b, c, seckill.MaxStock), benchProduct(b, c, 0)
+			b.Run(fmt.Sprintf("db=%s/design=%s/purchase", db, d.name), func(b *testing.B) {
+				closedLoop(b, c, purchaseTarget(c, hot), http.StatusCreated)
+			})
+			b.Run(fmt.Sprintf("db=%s/design=%s/sold-out", db, d.name), func(b *testing.B) {
+				closedLoop(b, c, purchaseTarget(c, soldOut), http.StatusConflict)
+			})
+			// Each cluster's replicas and connections go before the next
+			// design's start: only one design loads the machine at a time.
+			c.close(b)
+		}
+	}
+}
+
 // BenchmarkCostBySize is the per-request cost of a product read, a
 // sold-out purchase and a locked purchase (stock left) for products with
 // 0, 10,000, 100,000 and 1,000,000 orders already in the database, all in
@@ -209,11 +266,17 @@ func benchCluster(b *testing.B, rds *redisHandle, edit func(*app.Config)) *bench
 	}
 	site := &benchSite{cluster: c, token: cfg.AdminToken,
 		transport: &http.Transport{MaxConnsPerHost: benchConns, MaxIdleConnsPerHost: benchConns}}
-	b.Cleanup(func() {
-		site.transport.CloseIdleConnections()
-		_ = c.Close()
-	})
+	b.Cleanup(func() { site.close(b) })
 	return site
+}
+
+// close stops the site's replicas and closes the load's connections, once
+// (the cleanup calls it again).
+func (c *benchSite) close(b *testing.B) {
+	c.transport.CloseIdleConnections()
+	if err := c.cluster.Close(); err != nil {
+		b.Errorf("stop the replicas: %v", err)
+	}
 }
 
 // benchProduct creates a product with stock through the API.
