@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -91,14 +92,19 @@ var benchDesigns = []struct {
 	{"redis-counter-async", func(cfg *app.Config) { cfg.Design = app.DesignCounterAsync }},
 }
 
+// benchRounds is how many times BenchmarkDesigns runs its whole table.
+// (go test's -count would repeat each row at once, not interleave them.)
+var benchRounds = flag.Int("design-rounds", 3, "BenchmarkDesigns: rounds of the whole table, interleaved in time")
+
 // BenchmarkDesigns is every design on one hot product, on SQLite and on
 // PostgreSQL, 2 replicas in this process, one redis-server: purchases/s
 // and the latency of the 201s on a product that does not sell out (every
 // request a new buyer), then sold-out answers/s and their latency on a
-// product with no stock. With -count N the whole table runs N times, so
-// that the designs' rows are interleaved in time:
+// product with no stock. The whole table runs -design-rounds times, each
+// row on new replicas and a new database, so that a busy moment of the
+// shared machine falls on every design alike; compare rows of one run:
 //
-//	go test -run '^$' -bench Designs -benchtime 5000x -count 3 ./internal/demo
+//	go test -run '^$' -bench Designs -benchtime 5000x ./internal/demo -design-rounds 3
 //
 // The async design's 201 comes before its order is written: its rate is
 // of answers, and its orders trail them (written by the replicas' writers
@@ -106,24 +112,26 @@ var benchDesigns = []struct {
 func BenchmarkDesigns(b *testing.B) {
 	rds := benchRedis(b)
 	pg := pgtest.Start(b, pgproc.Options{Durable: true, Settings: map[string]string{"synchronous_commit": "off"}})
-	for _, db := range benchDatabases {
-		for _, d := range benchDesigns {
-			c := benchCluster(b, rds, func(cfg *app.Config) {
-				d.edit(cfg)
-				if db == "postgres" {
-					cfg.Database = pgtest.NewDatabase(b, pg)
-				}
-			})
-			hot, soldOut := benchProduct(b, c, seckill.MaxStock), benchProduct(b, c, 0)
-			b.Run(fmt.Sprintf("db=%s/design=%s/purchase", db, d.name), func(b *testing.B) {
-				closedLoop(b, c, purchaseTarget(c, hot), http.StatusCreated)
-			})
-			b.Run(fmt.Sprintf("db=%s/design=%s/sold-out", db, d.name), func(b *testing.B) {
-				closedLoop(b, c, purchaseTarget(c, soldOut), http.StatusConflict)
-			})
-			// Each cluster's replicas and connections go before the next
-			// design's start: only one design loads the machine at a time.
-			c.close(b)
+	for round := 1; round <= *benchRounds; round++ {
+		for _, db := range benchDatabases {
+			for _, d := range benchDesigns {
+				c := benchCluster(b, rds, func(cfg *app.Config) {
+					d.edit(cfg)
+					if db == "postgres" {
+						cfg.Database = pgtest.NewDatabase(b, pg)
+					}
+				})
+				hot, soldOut := benchProduct(b, c, seckill.MaxStock), benchProduct(b, c, 0)
+				name := fmt.Sprintf("round=%d/db=%s/design=%s", round, db, d.name)
+				b.Run(name+"/purchase", func(b *testing.B) {
+					closedLoop(b, c, purchaseTarget(c, hot), http.StatusCreated)
+				})
+				b.Run(name+"/sold-out", func(b *testing.B) {
+					closedLoop(b, c, purchaseTarget(c, soldOut), http.StatusConflict)
+				})
+				// Only one design loads the machine at a time.
+				c.close(b)
+			}
 		}
 	}
 }
