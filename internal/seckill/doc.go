@@ -1,9 +1,11 @@
 // Package seckill is the flash-sale domain: products, orders, the rules a
 // purchase must obey, the sentinel errors that name each way it can fail,
-// and the purchase use case itself (Service). It knows nothing about HTTP,
-// SQL or Redis: it declares the two small interfaces it consumes, Locker
-// and Store, and the packages lock (through an adapter in internal/app) and
-// store satisfy them.
+// and the purchase use case itself (Service, and the designs without a
+// lock below). It knows nothing about HTTP, SQL or Redis: it declares the
+// small interfaces it consumes, Locker and Store (and ConditionalStore,
+// CounterStore, Counter and OrderQueue for the other designs), and the
+// packages lock (through an adapter in internal/app), store and
+// internal/counter satisfy them.
 //
 // # The purchase
 //
@@ -77,4 +79,25 @@
 // within one replica) exist to show that it oversells when it is not, and
 // the unsafe no-fence switch shows the same for a Redis lock whose lease
 // ran out.
+//
+// # Designs without a lock
+//
+// Service is the locked design. Three more types sell through the same API,
+// with the same answers, each its own small implementation of Purchase, so
+// that each reads end to end (docs/designs.md compares them):
+//
+//   - Conditional (conditional.go): one transaction, a conditional UPDATE
+//     ... WHERE stock > 0 then the order's insert. The database's row lock
+//     serialises the buyers.
+//   - CounterSale (counter_sale.go): a Lua script in Redis checks the
+//     buyer set and a stock counter and takes one, then the order is
+//     inserted before the answer; a failed insert is undone.
+//   - AsyncCounterSale (counter_async.go): the same script also queues the
+//     order in Redis, the buyer gets the 201 at once, and an OrderWriter
+//     (writer.go) in every replica writes the queue to the database.
+//
+// What the counter designs share, and where their counter comes from, is
+// in counter.go. None of them has a fence: a decision taken in Redis and
+// written to the database later cannot be refused by the database when
+// Redis has since forgotten it, which is what the fence does for the lock.
 package seckill
