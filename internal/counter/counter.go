@@ -18,6 +18,7 @@ package counter
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -54,7 +55,7 @@ var (
 // Group is the consumer group of the order writers.
 const Group = "writers"
 
-// The replies of take.lua and restock.lua that are not a generation.
+// The replies of take.lua and restock.lua that are not a take or a counter.
 const (
 	replyBuyer     = -1
 	replySoldOut   = -2
@@ -83,42 +84,60 @@ func (c *Counter) buyersKey(productID int64) string {
 
 func (c *Counter) queueKey() string { return c.prefix + "orders" }
 
-// Take runs take.lua without the queue.
-func (c *Counter) Take(ctx context.Context, productID int64, userID string) (int64, error) {
-	gen, err := takeScript.Run(ctx, c.rdb, []string{c.counterKey(productID), c.buyersKey(productID)}, userID).Int64()
+// Take runs take.lua without the queue. The ticket is the counter's epoch
+// and generation the item was taken from, for Undo.
+func (c *Counter) Take(ctx context.Context, productID int64, userID string) (string, error) {
+	reply, err := takeScript.Run(ctx, c.rdb, []string{c.counterKey(productID), c.buyersKey(productID)}, userID).Result()
 	if err != nil {
-		return 0, fmt.Errorf("counter: take product %d for user %q: %w", productID, userID, err)
+		return "", fmt.Errorf("counter: take product %d for user %q: %w", productID, userID, err)
 	}
-	return gen, takeError(productID, userID, gen)
+	return takeReply(productID, userID, reply)
 }
 
 // TakeQueued runs take.lua with the queue: a taken item's order is
 // appended to it in the same script.
 func (c *Counter) TakeQueued(ctx context.Context, o *seckill.Order) error {
 	keys := []string{c.counterKey(o.ProductID), c.buyersKey(o.ProductID), c.queueKey()}
-	gen, err := takeScript.Run(ctx, c.rdb, keys, o.UserID, o.ProductID, o.CreatedAt.UnixNano()).Int64()
+	reply, err := takeScript.Run(ctx, c.rdb, keys, o.UserID, o.ProductID, o.CreatedAt.UnixNano()).Result()
 	if err != nil {
 		return fmt.Errorf("counter: take product %d for user %q: %w", o.ProductID, o.UserID, err)
 	}
-	return takeError(o.ProductID, o.UserID, gen)
+	_, err = takeReply(o.ProductID, o.UserID, reply)
+	return err
 }
 
-// takeError translates take.lua's reply into the domain's sentinels.
-func takeError(productID int64, userID string, reply int64) error {
-	switch reply {
-	case replyBuyer:
-		return fmt.Errorf("counter: product %d, user %q: %w", productID, userID, seckill.ErrAlreadyPurchased)
-	case replySoldOut:
-		return fmt.Errorf("counter: product %d: %w", productID, seckill.ErrSoldOut)
-	case replyNoCounter:
-		return fmt.Errorf("counter: product %d: %w", productID, seckill.ErrNoCounter)
+// takeReply translates take.lua's reply: the ticket "epoch gen" of a
+// take, or the domain's sentinel of a refusal.
+func takeReply(productID int64, userID string, reply any) (string, error) {
+	switch r := reply.(type) {
+	case []any:
+		if len(r) == 2 {
+			epoch, ok1 := r[0].(string)
+			gen, ok2 := r[1].(string)
+			if ok1 && ok2 {
+				return epoch + " " + gen, nil
+			}
+		}
+	case int64:
+		switch r {
+		case replyBuyer:
+			return "", fmt.Errorf("counter: product %d, user %q: %w", productID, userID, seckill.ErrAlreadyPurchased)
+		case replySoldOut:
+			return "", fmt.Errorf("counter: product %d: %w", productID, seckill.ErrSoldOut)
+		case replyNoCounter:
+			return "", fmt.Errorf("counter: product %d: %w", productID, seckill.ErrNoCounter)
+		}
 	}
-	return nil
+	return "", fmt.Errorf("counter: take product %d for user %q: unexpected reply %v", productID, userID, reply)
 }
 
-// Undo runs undo.lua.
-func (c *Counter) Undo(ctx context.Context, productID int64, userID string, gen int64) error {
-	err := undoScript.Run(ctx, c.rdb, []string{c.counterKey(productID), c.buyersKey(productID)}, userID, gen).Err()
+// Undo runs undo.lua with the ticket Take returned.
+func (c *Counter) Undo(ctx context.Context, productID int64, userID, ticket string) error {
+	epoch, gen, ok := strings.Cut(ticket, " ")
+	if !ok {
+		return fmt.Errorf("counter: undo the take of product %d by user %q: ticket %q is not Take's", productID, userID, ticket)
+	}
+	err := undoScript.Run(ctx, c.rdb, []string{c.counterKey(productID), c.buyersKey(productID)}, userID, epoch, gen).Err()
 	if err != nil {
 		return fmt.Errorf("counter: undo the take of product %d by user %q: %w", productID, userID, err)
 	}
@@ -127,7 +146,8 @@ func (c *Counter) Undo(ctx context.Context, productID int64, userID string, gen 
 
 // Build runs build.lua.
 func (c *Counter) Build(ctx context.Context, productID int64, want seckill.Count) (seckill.Count, bool, error) {
-	v, err := buildScript.Run(ctx, c.rdb, []string{c.counterKey(productID), c.buyersKey(productID)}, want.Stock, want.Sold, want.Gen).Int64Slice()
+	v, err := buildScript.Run(ctx, c.rdb, []string{c.counterKey(productID), c.buyersKey(productID)},
+		want.Stock, want.Sold, want.Gen, rand.Text()).Int64Slice()
 	if err != nil || len(v) != 4 {
 		return seckill.Count{}, false, fmt.Errorf("counter: build the counter of product %d: %w (reply %v)", productID, err, v)
 	}

@@ -52,14 +52,15 @@ func TestScripts(t *testing.T) {
 		t.Fatalf("second Build: got %+v, %v, %v; want %+v, not built", got, ok, err, built)
 	}
 
-	gen, err := c.Take(ctx, id, "alice")
-	if err != nil || gen != 4 {
-		t.Fatalf("Take: got gen %d, %v; want 4", gen, err)
+	aliceTicket, err := c.Take(ctx, id, "alice")
+	if err != nil || aliceTicket == "" {
+		t.Fatalf("Take: got ticket %q, %v; want a ticket", aliceTicket, err)
 	}
 	if _, err := c.Take(ctx, id, "alice"); !errors.Is(err, seckill.ErrAlreadyPurchased) {
 		t.Errorf("alice again: got %v, want ErrAlreadyPurchased", err)
 	}
-	if _, err := c.Take(ctx, id, "bob"); err != nil {
+	bobTicket, err := c.Take(ctx, id, "bob")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Take(ctx, id, "carol"); !errors.Is(err, seckill.ErrSoldOut) {
@@ -73,14 +74,14 @@ func TestScripts(t *testing.T) {
 	}
 
 	// Undo of bob's take, same generation: the item comes back.
-	if err := c.Undo(ctx, id, "bob", 4); err != nil {
+	if err := c.Undo(ctx, id, "bob", bobTicket); err != nil {
 		t.Fatal(err)
 	}
 	if got := counts(t, c, id); *got != (seckill.Count{Stock: 1, Sold: 4, Gen: 4}) {
 		t.Errorf("after the undo: got %+v, want stock 1, sold 4", got)
 	}
 	// Undoing again finds bob gone from the buyers: nothing to give back.
-	if err := c.Undo(ctx, id, "bob", 4); err != nil {
+	if err := c.Undo(ctx, id, "bob", bobTicket); err != nil {
 		t.Fatal(err)
 	}
 	if got := counts(t, c, id); *got != (seckill.Count{Stock: 1, Sold: 4, Gen: 4}) {
@@ -94,7 +95,7 @@ func TestScripts(t *testing.T) {
 	}
 	// Undoing alice's take of generation 4 after it: she leaves, sold goes
 	// down, and the restock's stock stays what it set.
-	if err := c.Undo(ctx, id, "alice", 4); err != nil {
+	if err := c.Undo(ctx, id, "alice", aliceTicket); err != nil {
 		t.Fatal(err)
 	}
 	if got := counts(t, c, id); *got != (seckill.Count{Stock: 10, Sold: 3, Gen: 5}) {
@@ -102,6 +103,39 @@ func TestScripts(t *testing.T) {
 	}
 	if _, err := c.Take(ctx, id, "alice"); err != nil {
 		t.Errorf("alice after her take was undone: got %v, want a sale", err)
+	}
+}
+
+// A take from a counter that was lost is not undone in the counter built
+// after it, even when the same user bought from the new one: the new one
+// was built from the orders, which never had the old take, and her new
+// purchase must stay counted.
+func TestUndoAfterARebuildDoesNothing(t *testing.T) {
+	c, srv := newCounter(t)
+	ctx := context.Background()
+	const id = 8
+	if _, _, err := c.Build(ctx, id, seckill.Count{Stock: 5}); err != nil {
+		t.Fatal(err)
+	}
+	old, err := c.Take(ctx, id, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart() // no persistence: the counter and its buyers are gone
+	if _, _, err := c.Build(ctx, id, seckill.Count{Stock: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Take(ctx, id, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Undo(ctx, id, "alice", old); err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(t, c, id); *got != (seckill.Count{Stock: 4, Sold: 1}) {
+		t.Errorf("after undoing the lost counter's take: got %+v, want stock 4, sold 1 (alice's new take)", got)
+	}
+	if _, err := c.Take(ctx, id, "alice"); !errors.Is(err, seckill.ErrAlreadyPurchased) {
+		t.Errorf("alice again: got %v, want ErrAlreadyPurchased (still a buyer of the new counter)", err)
 	}
 }
 

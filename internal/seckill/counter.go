@@ -18,8 +18,9 @@ import (
 //
 // # Where the counter comes from
 //
-// A product's counter is its stock, its sold count and a generation, in
-// one Redis hash, beside the set of its buyers. The database keeps the
+// A product's counter is its stock, its sold count, a generation (moved on
+// by every restock) and an epoch (new with every build), in one Redis
+// hash, beside the set of its buyers. The database keeps the
 // supply (Supply): the stock and sold count as of the product's creation
 // or its last restock, and the orders. The counter is built from it
 // whenever Redis does not have it, by the first purchase, read or restock
@@ -33,7 +34,9 @@ import (
 // replica that never got it, a FLUSHALL) gets it back from the orders. The
 // buyer set is not rebuilt: a buyer who bought before the loss passes the
 // script again, and the database's unique index refuses the second order
-// (CounterSale undoes the take; AsyncCounterSale's writer skips it).
+// (CounterSale undoes the take; AsyncCounterSale's writer skips it). Each
+// build gives the counter a new epoch, carried by every take's ticket, so
+// that a take from a lost counter is never undone in the next one.
 //
 // What a rebuild cannot see is a take whose order is not written yet: it
 // was counted by the counter that was lost and is not among the orders.
@@ -87,14 +90,16 @@ type Counter interface {
 	// Take sells one item to userID: ErrAlreadyPurchased if the user is
 	// in the product's buyer set, else ErrSoldOut at stock 0, else it
 	// takes one from the stock, adds one to the sold count and the user
-	// to the buyers, and returns the counter's generation. It returns
+	// to the buyers, and returns a ticket that names the counter (which
+	// build of it, which restock) the item was taken from. It returns
 	// ErrNoCounter when there is no counter.
-	Take(ctx context.Context, productID int64, userID string) (gen int64, err error)
-	// Undo gives back what a Take of the user did: the user leaves the
-	// buyers and the sold count goes down by one, and the stock up by one
-	// if the counter's generation is still gen. It does nothing when the
-	// user is not among the buyers (the counter was rebuilt since).
-	Undo(ctx context.Context, productID int64, userID string, gen int64) error
+	Take(ctx context.Context, productID int64, userID string) (ticket string, err error)
+	// Undo gives back what the Take that returned ticket did: the user
+	// leaves the buyers and the sold count goes down by one, and the stock
+	// up by one unless a restock has set it since. It does nothing when
+	// the counter was built again since (it was rebuilt from the orders,
+	// which never had this take), or the user is no longer a buyer.
+	Undo(ctx context.Context, productID int64, userID, ticket string) error
 	// Build sets the product's counter to c and empties its buyer set,
 	// only if it has no counter; it returns the counter as it is after,
 	// and whether this call set it.

@@ -51,9 +51,9 @@ func (s *CounterSale) Purchase(ctx context.Context, productID int64, userID stri
 	// The decision: one script, which builds the counter first if Redis
 	// has none (ErrNotFound comes from there, for a product that does not
 	// exist).
-	var gen int64
+	var ticket string
 	err = s.withCounter(ctx, productID, func() error {
-		gen, err = s.counter.Take(ctx, productID, userID)
+		ticket, err = s.counter.Take(ctx, productID, userID)
 		return err
 	})
 	if err != nil {
@@ -71,7 +71,7 @@ func (s *CounterSale) Purchase(ctx context.Context, productID int64, userID stri
 		// Give the item back. A buyer the buyer set had forgotten (the
 		// counter was rebuilt) is refused here by the unique index: the
 		// answer is then already_purchased, as it should have been.
-		if uerr := s.counter.Undo(wctx, productID, userID, gen); uerr != nil {
+		if uerr := s.counter.Undo(wctx, productID, userID, ticket); uerr != nil {
 			s.log.Error("undo a take whose order was not written: the counter keeps the item",
 				"product", productID, "user", userID, "err", uerr)
 			// Not err's sentinel: the buyer is told neither that the

@@ -2,9 +2,11 @@
 -- Redis has one. Replicas that find the counter missing at the same time
 -- all build it; the first one's stands.
 --
--- KEYS[1]  the product's counter, a hash: stock, sold, gen
+-- KEYS[1]  the product's counter, a hash: stock, sold, gen, epoch
 -- KEYS[2]  the product's buyers, a set of user ids
 -- ARGV[1]  stock, ARGV[2] sold, ARGV[3] gen: the counter to set
+-- ARGV[4]  a new epoch: a random id of this build, which tells takes from
+--          the counter this build replaced apart (undo.lua)
 --
 -- Returns {stock, sold, gen, built}: the counter as it is now, and 1 if
 -- this call set it. A buyer set left without its counter is emptied: it
@@ -15,5 +17,5 @@ if c[1] then
   return {tonumber(c[1]), tonumber(c[2]), tonumber(c[3]), 0}
 end
 redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'sold', ARGV[2], 'gen', ARGV[3])
+redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'sold', ARGV[2], 'gen', ARGV[3], 'epoch', ARGV[4])
 return {tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), 1}

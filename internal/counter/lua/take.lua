@@ -10,13 +10,14 @@
 -- ARGV[2]  with KEYS[3]: the product id
 -- ARGV[3]  with KEYS[3]: the order's time, in Unix nanoseconds
 --
--- Returns the counter's generation (>= 0) when the item is taken, -1 when
--- the user is already a buyer, -2 when the stock is 0, -3 when there is no
+-- Returns {epoch, gen} when the item is taken: which build of the counter
+-- and which restock it was taken from, for undo.lua. Otherwise -1 when the
+-- user is already a buyer, -2 when the stock is 0, -3 when there is no
 -- counter (it must be built from the database first).
 if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then
   return -1
 end
-local c = redis.call('HMGET', KEYS[1], 'stock', 'gen')
+local c = redis.call('HMGET', KEYS[1], 'stock', 'gen', 'epoch')
 if not c[1] then
   return -3
 end
@@ -29,4 +30,4 @@ redis.call('SADD', KEYS[2], ARGV[1])
 if KEYS[3] then
   redis.call('XADD', KEYS[3], '*', 'product', ARGV[2], 'user', ARGV[1], 'at', ARGV[3])
 end
-return tonumber(c[2])
+return {c[3], c[2]}
