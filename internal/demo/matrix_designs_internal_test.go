@@ -62,7 +62,7 @@ func TestDesignVerdict(t *testing.T) {
 		{"restart sells more twice than were held", designResult(app.DesignCounter, faultRestart, outcomeSellsTwice, 106, 100, 106, []int{2}, no, held), "mismatch"},
 		{"restart sold nothing twice", designResult(app.DesignCounter, faultRestart, outcomeSellsTwice, 100, 100, 100, nil, yes, held), "mismatch"},
 		{"async restart loses orders", designResult(app.DesignCounterAsync, faultRestart, outcomeLosesOrders, 102, 100, 150, []int{2, 4}, no, held), "ok"},
-		{"async restart, a second 201", designResult(app.DesignCounterAsync, faultRestart, outcomeLosesOrders, 102, 100, 150, []int{2, 4, 5}, no, held), "ok"},
+		{"async restart, a second 201", designResult(app.DesignCounterAsync, faultRestart, outcomeLosesOrders, 102, 100, 150, []int{2, 4, 5}, no, held), "mismatch"},
 		{"async restart lost nothing", designResult(app.DesignCounterAsync, faultRestart, outcomeLosesOrders, 102, 100, 102, []int{2}, no, held), "mismatch"},
 		{"async restart, stock below zero", designResult(app.DesignCounterAsync, faultRestart, outcomeLosesOrders, 102, 100, 150, []int{1, 2, 4}, no, held), "mismatch"},
 	} {
