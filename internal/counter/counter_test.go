@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill-ref/seckill/internal/counter"
 	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 )
 
@@ -228,7 +229,13 @@ func TestOrderQueue(t *testing.T) {
 	if got, err := c.Claim(ctx, "w2", time.Hour, 10); err != nil || len(got) != 0 {
 		t.Errorf("claim with an hour's idle time: got %v, %v; want nothing", got, err)
 	}
-	claimed, err := c.Claim(ctx, "w2", time.Nanosecond, 10)
+	// Redis counts idle time in milliseconds: the claim of an order idle
+	// 1 ms or more succeeds once that much has passed.
+	var claimed []seckill.QueuedOrder
+	poll.Eventually(t, 10*time.Second, "the claim of w1's order", func() bool {
+		claimed, err = c.Claim(ctx, "w2", time.Millisecond, 10)
+		return err != nil || len(claimed) > 0
+	})
 	if err != nil || len(claimed) != 1 || claimed[0].ID != first[0].ID {
 		t.Fatalf("claim: got %v, %v; want alice's order %s", claimed, err, first[0].ID)
 	}

@@ -377,9 +377,10 @@ func TestOrderWriterClaimsAStalledWritersOrders(t *testing.T) {
 	if recA.pending.Load() != 4 {
 		t.Errorf("a's pending orders while stalled: got %d, want 4", recA.pending.Load())
 	}
-	// b claims only what has been idle ClaimIdle: the first Run pass
-	// claims, so a short idle makes the batch b's at once.
-	b := seckill.NewOrderWriter(ctr, st, "b", seckill.Options{Counter: recB}, seckill.WriterOptions{ClaimIdle: time.Nanosecond})
+	// b claims only what has been idle ClaimIdle, and looks every
+	// ClaimIdle / 2: a short idle makes the batch b's as soon as it is
+	// 1 ms old (Redis's unit).
+	b := seckill.NewOrderWriter(ctr, st, "b", seckill.Options{Counter: recB}, seckill.WriterOptions{ClaimIdle: time.Millisecond})
 	bCtx, stopB := context.WithCancel(ctx)
 	bDone := make(chan struct{})
 	go func() {
