@@ -117,7 +117,7 @@ func designRows() []row {
 		d(app.DesignCounterAsync, faultKill, outcomeHolds, "kill -9 between take and write",
 			"the orders were in Redis: the other replica's writer claimed and wrote them"),
 		d(app.DesignLock, faultRestart, outcomeHolds, "Redis restarted",
-			"Redis forgot the lock; the fence in the database refused nothing it should have let through"),
+			"Redis forgot the locks and the token counter; the next tokens come from its clock, larger, and the fence in the database keeps the writes exact"),
 		d(app.DesignCounter, faultRestart, outcomeSellsTwice, "Redis restarted",
 			"the counter rebuilt from the orders did not count the purchases between take and insert: their items sold twice"),
 		d(app.DesignCounterAsync, faultRestart, outcomeLosesOrders, "Redis restarted",
