@@ -63,7 +63,11 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	logger.Info("serving", "addr", ln.Addr().String(), "design", cfg.Design, "lock", cfg.Lock, "redis", cfg.redisTarget(),
+	lockMode := string(cfg.Lock) // the lock design's; the others take none
+	if cfg.Design != DesignLock {
+		lockMode = "-"
+	}
+	logger.Info("serving", "addr", ln.Addr().String(), "design", cfg.Design, "lock", lockMode, "redis", cfg.redisTarget(),
 		"database", store.Redact(cfg.Database), "lock_ttl", cfg.LockTTL, "lock_wait", cfg.LockWait, "lock_renew", cfg.LockRenew,
 		"lock_wait_replicas", cfg.LockWaitReplicas, "batch_max", cfg.BatchMax, "queue_max", cfg.QueueMax)
 	if cfg.ChaosPause > 0 {
