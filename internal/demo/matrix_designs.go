@@ -436,7 +436,7 @@ func failedSafety(rep loadtest.Report) []int {
 // designVerdict judges a design row: "ok", "fault not injected" or
 // "mismatch", with what it saw. A row without its fault shows nothing, and
 // fails the matrix like a mismatch.
-func (r *result) designVerdict() (verdict, detail string) {
+func (r *result) designVerdict() (v, detail string) {
 	rep, ev := r.rep, r.dev
 	s := rep.Before.Stock + rep.Before.Sold
 	orders, sold := int64(rep.RunOrders), rep.After.Sold
@@ -493,35 +493,6 @@ func (r row) rowDesign() app.Design {
 		return app.DesignLock
 	}
 	return r.design.design
-}
-
-// writeDesignVerdict prints a design row's verdict line and reports
-// whether it is as expected.
-func writeDesignVerdict(w io.Writer, r *result) bool {
-	name := r.designName()
-	if r.fault != "" {
-		name += " (" + r.fault + ")"
-	}
-	v, facts := r.designVerdict()
-	what := "held"
-	switch r.design.outcome {
-	case outcomeLosesSales:
-		what = "lost sales"
-	case outcomeSellsTwice:
-		what = "sold items twice"
-	case outcomeLosesOrders:
-		what = "lost orders and sold items twice"
-	}
-	switch v {
-	case "ok":
-		fmt.Fprintf(w, "ok       %s %s, as expected: %s (%s)\n", name, what, r.why, facts)
-		return true
-	case "fault not injected":
-		fmt.Fprintf(w, "FAULT NOT INJECTED %s: %s\n", name, facts)
-	default:
-		fmt.Fprintf(w, "MISMATCH %s should have %s: %s\n", name, what, facts)
-	}
-	return false
 }
 
 // writeDesignLegend explains the design rows' faults, when there are any.
