@@ -15,7 +15,7 @@ export TMPDIR=$tmp
 
 for design in conditional redis-counter redis-counter-async; do
 	for i in $(seq "$n"); do
-		if ! out=$("$bin" demo -design "$design" -buyers 1000 -mix reads=10%,restocks=5/s 2>&1); then
+		if ! out=$("$bin" demo -design "$design" -buyers 1000 -mix reads=10%,restocks=1% 2>&1); then
 			echo "$out"
 			echo "design-check: FAIL: $design, run $i of $n"
 			exit 1

@@ -177,7 +177,7 @@ func (r row) designSale(o options) loadtest.Config {
 		// row counts, one way or the other.
 		sale.RepeatShare = 0
 	case faultRestock:
-		sale.Mix = loadtest.Mix{Reads: 0.1, Restocks: 50}
+		sale.Mix = loadtest.Mix{Reads: 0.1, RestockShare: 0.01} // one restock per 100 answers, at any speed
 	}
 	if r.design.design == app.DesignCounterAsync {
 		sale.Settle = defaultAsyncSettle
@@ -506,8 +506,8 @@ func writeDesignLegend(w io.Writer, results []*result) {
 		"Their fault rows spread the burst over %v, without repeat buyers. kill -9: one replica, a process of its own, is\n"+
 		"killed mid-sale; for the counters it pauses between take and write and is killed holding taken items. Redis\n"+
 		"restarted: without persistence, while purchases (or writers) are held between take and write until the counter is\n"+
-		"rebuilt from the database. restocks: reads and 50 restocks/s mixed in. oversold YES: a safety invariant failed, as\n"+
-		"the verdict says.\n",
+		"rebuilt from the database. restocks: reads and a restock per 100 answers mixed in. oversold YES: a safety invariant\n"+
+		"failed, as the verdict says.\n",
 		defaultAsyncSettle, faultWindow)
 }
 
