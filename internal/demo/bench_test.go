@@ -262,13 +262,19 @@ type benchSite struct {
 // benchCluster starts 2 replicas with the default configuration, edited.
 func benchCluster(b *testing.B, rds *redisHandle, edit func(*app.Config)) *benchSite {
 	b.Helper()
+	return benchClusterOf(b, rds, 2, edit)
+}
+
+// benchClusterOf starts n replicas with the default configuration, edited.
+func benchClusterOf(b *testing.B, rds *redisHandle, n int, edit func(*app.Config)) *benchSite {
+	b.Helper()
 	cfg := app.DefaultConfig()
 	cfg.RedisAddr = rds.addr
 	cfg.AdminToken = rand.Text()
 	if edit != nil {
 		edit(&cfg)
 	}
-	c, err := startCluster(context.Background(), 2, cfg, slog.New(slog.DiscardHandler))
+	c, err := startCluster(context.Background(), n, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
