@@ -1,6 +1,9 @@
 package store
 
 import (
+	"fmt"
+	"strings"
+
 	"gorm.io/gorm"
 
 	"github.com/seckill-ref/seckill/internal/seckill"
@@ -51,4 +54,35 @@ func DefaultIsolation(s *Store) (string, error) {
 	var level string
 	err := s.db.Raw("SHOW default_transaction_isolation").Scan(&level).Error
 	return level, err
+}
+
+// Lookup is a statement that looks a buyer's orders up, with arguments
+// for a product and its users.
+type Lookup struct {
+	Name string
+	SQL  string
+	Args func(productID int64, users []string) []any
+}
+
+// BuyerLookups are the statements with which the store asks PostgreSQL
+// whether buyers have an order, as the server gets them.
+var BuyerLookups = []Lookup{
+	{"Buyers", pgBuyers, func(id int64, users []string) []any { return []any{id, users} }},
+	{"HasOrder", numbered(hasOrderSQL), func(id int64, users []string) []any { return []any{id, users[0]} }},
+}
+
+// numbered replaces the ? placeholders of query by $1, $2, ..., as GORM
+// does for PostgreSQL.
+func numbered(query string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

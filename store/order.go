@@ -16,6 +16,11 @@ func (r orderRow) order() *seckill.Order {
 	return &seckill.Order{ID: r.ID, ProductID: r.ProductID, UserID: r.UserID, Fence: r.Fence, CreatedAt: r.CreatedAt.UTC()}
 }
 
+// hasOrderSQL is HasOrder's statement. An equality on both columns of the
+// unique index is planned through that index whatever the statistics (see
+// pgxPath).
+const hasOrderSQL = "SELECT EXISTS (SELECT 1 FROM orders WHERE product_id = ? AND user_id = ?)"
+
 // HasOrder reports whether userID already has an order for the product.
 func (s *Store) HasOrder(ctx context.Context, productID int64, userID string) (bool, error) {
 	return hasOrder(s.db.WithContext(ctx), productID, userID)
@@ -24,9 +29,7 @@ func (s *Store) HasOrder(ctx context.Context, productID int64, userID string) (b
 // hasOrder is HasOrder through db, which may be a transaction.
 func hasOrder(db *gorm.DB, productID int64, userID string) (bool, error) {
 	var found bool // SQLite answers 0 or 1, PostgreSQL a boolean
-	err := db.
-		Raw("SELECT EXISTS (SELECT 1 FROM orders WHERE product_id = ? AND user_id = ?)", productID, userID).
-		Scan(&found).Error
+	err := db.Raw(hasOrderSQL, productID, userID).Scan(&found).Error
 	if err != nil {
 		return false, fmt.Errorf("store: order of user %q for product %d: %w", userID, productID, err)
 	}
@@ -36,18 +39,7 @@ func hasOrder(db *gorm.DB, productID int64, userID string) (bool, error) {
 // Buyers returns which of userIDs have an order for the product, with one
 // lookup in the (product, user) index per user.
 func (s *Store) Buyers(ctx context.Context, productID int64, userIDs []string) (map[string]bool, error) {
-	var found []string
-	err := s.db.WithContext(ctx).Model(&orderRow{}).
-		Where("product_id = ? AND user_id IN ?", productID, userIDs).
-		Pluck("user_id", &found).Error
-	if err != nil {
-		return nil, fmt.Errorf("store: buyers among %d users of product %d: %w", len(userIDs), productID, err)
-	}
-	bought := make(map[string]bool, len(found))
-	for _, u := range found {
-		bought[u] = true
-	}
-	return bought, nil
+	return s.path.buyers(ctx, productID, userIDs)
 }
 
 // Orders returns a page of a product's orders, oldest first (see

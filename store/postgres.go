@@ -158,7 +158,7 @@ func openPostgres(raw string) (*Store, error) {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("store: open %s: %w", where, scrub(err, cfg.Password))
 	}
-	s := &Store{db: db}
+	s := &Store{db: db, path: pgxPath{db: sqlDB}}
 	// Replicas starting together each run this; the advisory lock makes
 	// them take turns, for the whole transaction. Under READ COMMITTED the
 	// statements after the lock see what the previous holder committed, so

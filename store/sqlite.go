@@ -33,7 +33,7 @@ func openSQLite(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	s := &Store{db: db}
+	s := &Store{db: db, path: gormPath{db: db}}
 	sqlDB, err := db.DB()
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)

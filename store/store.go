@@ -90,8 +90,9 @@ var _ seckill.Store = (*Store)(nil)
 
 // Store is a database of products and orders.
 type Store struct {
-	db *gorm.DB
-	id string // ID
+	db   *gorm.DB
+	id   string       // ID
+	path purchasePath // statements of a purchase, per database
 
 	// beforeCommit, when set (by tests only), runs inside PlaceOrders'
 	// transaction after its last statement, before the commit: it holds the
