@@ -1,46 +1,78 @@
 package store
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 
-	"gorm.io/gorm"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/seckill-ref/seckill/internal/seckill"
 )
 
-// SetBeforeCommit makes PlaceOrders call f inside its transaction, after
-// its last statement and before the commit, so that a test can hold the
-// transaction's locks while another connection runs into them.
-func SetBeforeCommit(s *Store, f func()) { s.beforeCommit = f }
+// Tx is a transaction on one of a PostgreSQL store's connections that a
+// test keeps open, to hold the locks of the store's own statements at a
+// moment of its choice. Its methods run the statements the store runs.
+type Tx struct {
+	conn *sql.Conn
+	tx   pgx.Tx
+}
 
-// Tx is a transaction on a store's database that a test keeps open, to
-// hold the locks of the store's own statements at a moment of its choice.
-type Tx struct{ tx *gorm.DB }
-
-// Begin starts a transaction on one of s's connections.
+// Begin starts a transaction on one of s's connections (PostgreSQL only).
 func Begin(s *Store) (*Tx, error) {
-	tx := s.db.Begin()
-	return &Tx{tx: tx}, tx.Error
+	ctx := context.Background()
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var pc *pgx.Conn
+	_ = conn.Raw(func(dc any) error { pc = dc.(*stdlib.Conn).Conn(); return nil })
+	tx, err := pc.Begin(ctx)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return &Tx{conn: conn, tx: tx}, nil
 }
 
 // ClaimFence runs ClaimFence's statement in the transaction.
 func (t *Tx) ClaimFence(productID, token int64) error {
-	res := t.tx.Exec(claimFence, token, productID, token)
-	if res.Error == nil && res.RowsAffected == 0 {
+	tag, err := t.tx.Exec(context.Background(), pgClaim, productID, token)
+	if err == nil && tag.RowsAffected() == 0 {
 		return seckill.ErrFenceRejected
 	}
-	return res.Error
+	return err
 }
 
-// InsertOrder inserts o in the transaction, as PlaceOrders does.
-func (t *Tx) InsertOrder(o *seckill.Order) error { return insertOrders(t.tx, []*seckill.Order{o}) }
+// PlaceOrders runs PlaceOrders' statement in the transaction.
+func (t *Tx) PlaceOrders(productID, token, newStock int64, orders []*seckill.Order) error {
+	return pgPlaceOrders(context.Background(), t.tx, productID, token, newStock, orders)
+}
+
+// InsertOrder inserts o in the transaction, and nothing else.
+func (t *Tx) InsertOrder(o *seckill.Order) error {
+	_, err := t.tx.Exec(context.Background(), "INSERT INTO orders (product_id, user_id, fence, created_at) VALUES ($1, $2, $3, $4)",
+		o.ProductID, o.UserID, o.Fence, o.CreatedAt)
+	return err
+}
 
 // Commit commits the transaction.
-func (t *Tx) Commit() error { return t.tx.Commit().Error }
+func (t *Tx) Commit() error {
+	defer t.conn.Close()
+	return t.tx.Commit(context.Background())
+}
 
-// Rollback rolls the transaction back.
-func (t *Tx) Rollback() error { return t.tx.Rollback().Error }
+// Rollback rolls the transaction back, unless it has ended.
+func (t *Tx) Rollback() error {
+	defer t.conn.Close()
+	return t.tx.Rollback(context.Background())
+}
 
 // MaxOpenConns is the size of s's connection pool.
 func MaxOpenConns(s *Store) int {
@@ -67,7 +99,7 @@ type Lookup struct {
 // BuyerLookups are the statements with which the store asks PostgreSQL
 // whether buyers have an order, as the server gets them.
 var BuyerLookups = []Lookup{
-	{"Buyers", pgBuyers, func(id int64, users []string) []any { return []any{id, users} }},
+	{"ClaimAndRead's buyers", pgBuyers, func(id int64, users []string) []any { return []any{id, users} }},
 	{"HasOrder", numbered(hasOrderSQL), func(id int64, users []string) []any { return []any{id, users[0]} }},
 }
 

@@ -34,32 +34,26 @@ func (s *Store) ClaimFence(ctx context.Context, productID, token int64) error {
 	return nil
 }
 
+// ClaimAndRead claims the fence as ClaimFence does, and then reads the
+// product and which of userIDs have an order for it, as Product and Buyers
+// do: steps 4 and 5 of a purchase, the reads after the claim. On
+// PostgreSQL the three statements go in one round trip (pgpath.go).
+func (s *Store) ClaimAndRead(ctx context.Context, productID, token int64, userIDs []string) (*seckill.Product, map[string]bool, error) {
+	return s.path.claimAndRead(ctx, productID, token, userIDs)
+}
+
 // PlaceOrders, in one transaction, sets the product's stock to newStock,
 // adds len(orders) to its sold count and inserts the orders, all only while
 // the product's fence equals token; otherwise it writes nothing and returns
 // an error matching seckill.ErrFenceRejected. The product write goes first:
 // once it has matched, this transaction holds the write lock (SQLite's on
 // the file, PostgreSQL's on the row) until commit, so the fence cannot move
-// between it and the insert. The stock is
-// guarded by the fence alone, not by "stock > 0": the fence is what must
-// prevent an oversell (see package seckill). It sets the orders' ids.
+// between it and the insert. The stock is guarded by the fence alone, not
+// by "stock > 0": the fence is what must prevent an oversell (see package
+// seckill). It sets the orders' ids. On PostgreSQL the transaction is one
+// statement (pgpath.go).
 func (s *Store) PlaceOrders(ctx context.Context, productID, token, newStock int64, orders []*seckill.Order) error {
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Exec(placeFenced, newStock, len(orders), productID, token)
-		if res.Error != nil {
-			return fmt.Errorf("store: place %d order(s) for product %d under fence %d: %w", len(orders), productID, token, res.Error)
-		}
-		if res.RowsAffected == 0 {
-			return fmt.Errorf("store: place %d order(s) for product %d under fence %d: %w", len(orders), productID, token, seckill.ErrFenceRejected)
-		}
-		if err := insertOrders(tx, orders); err != nil {
-			return err
-		}
-		if s.beforeCommit != nil {
-			s.beforeCommit()
-		}
-		return nil
-	})
+	return s.path.placeOrders(ctx, productID, token, newStock, orders)
 }
 
 // SetStockFenced, in one transaction, sets the product's stock while its

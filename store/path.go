@@ -2,17 +2,28 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"gorm.io/gorm"
+
+	"github.com/seckill-ref/seckill/internal/seckill"
 )
 
-// purchasePath is statements a purchase runs, written for each database:
-// gormPath sends the portable ones through GORM; pgxPath (pgpath.go)
-// sends PostgreSQL its own, with plans that do not depend on statistics.
+// purchasePath is the statements a purchase runs under the lock: the claim
+// and the reads, and the fenced write. Each database has its own: gormPath
+// sends the statements of fence.go one by one through GORM, which on
+// SQLite costs a library call each; pgxPath (pgpath.go) sends the same
+// steps to PostgreSQL, a network hop away, in one round trip per step,
+// with plans that do not depend on statistics.
 type purchasePath interface {
 	// buyers is which of userIDs have an order for the product.
 	buyers(ctx context.Context, productID int64, userIDs []string) (map[string]bool, error)
+	// claimAndRead claims the fence, then reads the product and which of
+	// userIDs have an order for it.
+	claimAndRead(ctx context.Context, productID, token int64, userIDs []string) (*seckill.Product, map[string]bool, error)
+	// placeOrders is PlaceOrders.
+	placeOrders(ctx context.Context, productID, token, newStock int64, orders []*seckill.Order) error
 }
 
 // gormPath is the purchase's statements through GORM, one at a time.
@@ -28,6 +39,45 @@ func (g gormPath) buyers(ctx context.Context, productID int64, userIDs []string)
 	}
 	return boughtSet(found), nil
 }
+
+func (g gormPath) claimAndRead(ctx context.Context, productID, token int64, userIDs []string) (*seckill.Product, map[string]bool, error) {
+	res := g.db.WithContext(ctx).Exec(claimFence, token, productID, token)
+	if res.Error != nil {
+		return nil, nil, fmt.Errorf("store: claim fence %d of product %d: %w", token, productID, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return nil, nil, fmt.Errorf("store: claim fence %d of product %d: %w", token, productID, seckill.ErrFenceRejected)
+	}
+	p, err := product(g.db.WithContext(ctx), productID)
+	if err != nil {
+		return nil, nil, err
+	}
+	bought, err := g.buyers(ctx, productID, userIDs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, bought, nil
+}
+
+func (g gormPath) placeOrders(ctx context.Context, productID, token, newStock int64, orders []*seckill.Order) error {
+	if len(orders) == 0 {
+		return errNoOrders
+	}
+	return g.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Exec(placeFenced, newStock, len(orders), productID, token)
+		if res.Error != nil {
+			return fmt.Errorf("store: place %d order(s) for product %d under fence %d: %w", len(orders), productID, token, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return fmt.Errorf("store: place %d order(s) for product %d under fence %d: %w", len(orders), productID, token, seckill.ErrFenceRejected)
+		}
+		return insertOrders(tx, orders)
+	})
+}
+
+// errNoOrders is PlaceOrders' answer to an empty batch: the service writes
+// only batches with a winner, so one without is a mistake of the caller.
+var errNoOrders = errors.New("store: place orders: no orders given")
 
 // boughtSet is the set of the users found.
 func boughtSet(found []string) map[string]bool {

@@ -3,14 +3,27 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/seckill-ref/seckill/internal/seckill"
 )
 
-// pgxPath is statements of a purchase on PostgreSQL, sent through pgx on
-// the connections of the store's pool.
+// pgxPath is the purchase's statements on PostgreSQL, sent through pgx on
+// the connections of the store's pool. Every statement is a round trip to
+// the server, and a lock hold lasts as long as its round trips, so each
+// step is one:
+//
+//   - the claim and the reads under the lock: three statements sent
+//     together (pgx.Batch), which the server runs one after the other
+//     (pgClaim, pgProduct, pgBuyers; see below);
+//   - the fenced write: the product update and the inserts in one statement
+//     (pgPlace), a transaction of its own.
 //
 // # Plans that do not depend on statistics
 //
@@ -31,15 +44,63 @@ import (
 // TestPostgresPlansUseTheBuyerIndex checks the plan of every per-buyer
 // lookup on a table without statistics, at several sizes, custom and
 // generic.
+//
+// # The claim and the reads in one round trip
+//
+// The fence's argument (package doc, property 3) needs the reads to start
+// after the claim has finished, so that they see every write the claim
+// waited for. One statement with the claim in a CTE would not do: all of a
+// statement reads from one snapshot, taken before the claim waited. A
+// batch keeps them separate statements: the server runs each to its end
+// before it starts the next, and under READ COMMITTED each statement gets
+// a snapshot of its own, taken when it starts. The three run in one
+// transaction (the protocol's implicit one, up to the Sync that ends the
+// batch), so the claim's row lock is held during the two reads, which
+// take no lock, and released by the commit before the results come back:
+// nothing stays open that could block the holder's own write, as with the
+// claim on its own (property 1).
+//
+// # The write in one statement
+//
+// pgPlace updates the product in a CTE, only WHERE fence = token, and
+// inserts the orders from that CTE's result: if the fence moved on, the
+// CTE returns no row and nothing is inserted; the statement returns the
+// orders it inserted, so none means refused. The statement is its own
+// transaction, so the properties of the two-statement transaction hold: an
+// update that waits for a newer claim's row lock evaluates the fence again
+// on the newest row and matches nothing (property 2); once it has matched,
+// the row stays locked until the statement commits, inserts included; and
+// a duplicate order fails the whole statement, product update and all.
 type pgxPath struct{ db *sql.DB }
 
-// pgBuyers is Buyers' statement on PostgreSQL.
-const pgBuyers = `SELECT u.user_id FROM unnest($2::text[]) AS u(user_id)
+// The statements of pgxPath. pgClaim, pgPlace and the product update of
+// pgPlace carry the same conditions as claimFence and placeFenced.
+const (
+	pgClaim = "UPDATE products SET fence = $2 WHERE id = $1 AND fence < $2"
+
+	pgProduct = "SELECT id, name, stock, sold, fence FROM products WHERE id = $1"
+
+	pgBuyers = `SELECT u.user_id FROM unnest($2::text[]) AS u(user_id)
 	CROSS JOIN LATERAL (SELECT 1 FROM orders WHERE product_id = $1 AND user_id = u.user_id LIMIT 1) AS o`
 
-// pgxQuerier is what the statements need of a connection.
+	pgPlace = `WITH product AS (
+		UPDATE products SET stock = $3, sold = sold + cardinality($4::text[])
+		WHERE id = $1 AND fence = $2
+		RETURNING id
+	)
+	INSERT INTO orders (product_id, user_id, fence, created_at)
+	SELECT product.id, o.user_id, o.fence, o.created_at
+	FROM product, unnest($4::text[], $5::bigint[], $6::timestamptz[]) WITH ORDINALITY AS o(user_id, fence, created_at, n)
+	ORDER BY o.n
+	RETURNING id, user_id`
+)
+
+// pgxQuerier is what the statements need of a connection: *pgx.Conn, or a
+// pgx.Tx in the tests that hold a transaction open.
 type pgxQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // conn runs fn on a connection of the pool, as pgx sees it.
@@ -73,4 +134,111 @@ func pgBuyersOf(ctx context.Context, q pgxQuerier, productID int64, userIDs []st
 		return nil, err
 	}
 	return boughtSet(found), nil
+}
+
+func (p pgxPath) claimAndRead(ctx context.Context, productID, token int64, userIDs []string) (pr *seckill.Product, bought map[string]bool, err error) {
+	err = p.conn(ctx, func(c *pgx.Conn) error {
+		pr, bought, err = pgClaimAndRead(ctx, c, productID, token, userIDs)
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: claim fence %d of product %d and read it: %w", token, productID, err)
+	}
+	return pr, bought, nil
+}
+
+// pgClaimAndRead sends the claim and the two reads in one batch and reads
+// their results in order.
+func pgClaimAndRead(ctx context.Context, q pgxQuerier, productID, token int64, userIDs []string) (p *seckill.Product, bought map[string]bool, err error) {
+	b := &pgx.Batch{}
+	b.Queue(pgClaim, productID, token)
+	b.Queue(pgProduct, productID)
+	b.Queue(pgBuyers, productID, userIDs)
+	br := q.SendBatch(ctx, b)
+	defer func() {
+		// Close reads what is left unread, and reports the batch's error.
+		if cerr := br.Close(); err == nil && cerr != nil {
+			p, bought, err = nil, nil, cerr
+		}
+	}()
+	tag, err := br.Exec()
+	if err != nil {
+		return nil, nil, err
+	}
+	if tag.RowsAffected() == 0 {
+		return nil, nil, seckill.ErrFenceRejected
+	}
+	if p, err = scanProduct(br.QueryRow()); err != nil {
+		return nil, nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, err
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, boughtSet(found), nil
+}
+
+func (p pgxPath) placeOrders(ctx context.Context, productID, token, newStock int64, orders []*seckill.Order) error {
+	if len(orders) == 0 {
+		return errNoOrders
+	}
+	err := p.conn(ctx, func(c *pgx.Conn) error {
+		return pgPlaceOrders(ctx, c, productID, token, newStock, orders)
+	})
+	if err != nil {
+		return fmt.Errorf("store: place %d order(s) for product %d under fence %d, the first of user %q: %w", len(orders), productID, token, orders[0].UserID, err)
+	}
+	return nil
+}
+
+// pgPlaceOrders runs pgPlace and sets the orders' ids from what it
+// returns: none means the fence refused the write.
+func pgPlaceOrders(ctx context.Context, q pgxQuerier, productID, token, newStock int64, orders []*seckill.Order) error {
+	users := make([]string, len(orders))
+	fences := make([]int64, len(orders))
+	created := make([]time.Time, len(orders))
+	for i, o := range orders {
+		users[i], fences[i], created[i] = o.UserID, o.Fence, o.CreatedAt
+	}
+	rows, err := q.Query(ctx, pgPlace, productID, token, newStock, users, fences, created)
+	if err != nil {
+		return err
+	}
+	ids := make(map[string]int64, len(orders))
+	var id int64
+	var user string
+	_, err = pgx.ForEachRow(rows, []any{&id, &user}, func() error {
+		ids[user] = id
+		return nil
+	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+		return fmt.Errorf("%w: %w", seckill.ErrAlreadyPurchased, err)
+	}
+	if err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return seckill.ErrFenceRejected
+	}
+	for _, o := range orders {
+		o.ID = ids[o.UserID]
+	}
+	return nil
+}
+
+// scanProduct reads a row of pgProduct; no row is ErrNotFound.
+func scanProduct(row pgx.Row) (*seckill.Product, error) {
+	var p seckill.Product
+	if err := row.Scan(&p.ID, &p.Name, &p.Stock, &p.Sold, &p.Fence); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = seckill.ErrNotFound
+		}
+		return nil, err
+	}
+	return &p, nil
 }

@@ -35,11 +35,11 @@ func waitBlocked(t *testing.T, raw *sql.DB, n int) {
 
 // stillRunning fails the test if done has an answer: the statement it
 // stands for should still be waiting.
-func stillRunning(t *testing.T, done <-chan error, what string) {
+func stillRunning[T any](t *testing.T, done <-chan T, what string) {
 	t.Helper()
 	select {
-	case err := <-done:
-		t.Fatalf("%s returned (%v) while the lock it waits for is held", what, err)
+	case v := <-done:
+		t.Fatalf("%s returned (%v) while the lock it waits for is held", what, v)
 	default:
 	}
 }
@@ -116,11 +116,11 @@ func TestPostgresStaleWriteWaitsForNewerClaimAndIsRefused(t *testing.T) {
 
 // READ COMMITTED, steps 1 and 3: a claim that meets an earlier holder's
 // write transaction in flight waits for it to commit, so when the claim
-// returns, the earlier write is committed and the read that follows the
-// claim sees it. The control is a read made while the claim waits (as a
-// read before the claim would be): it misses the write. And the claim
-// leaves nothing open: the stale holder is refused at once afterwards, and
-// the new holder writes without waiting.
+// returns, the earlier write is committed and the reads sent with the
+// claim, which run after it, see it. The control is a read made while the
+// claim waits (as a read before the claim would be): it misses the write.
+// And the claim leaves nothing open: the stale holder is refused at once
+// afterwards, and the new holder writes without waiting.
 func TestPostgresClaimWaitsForEarlierWriteAndReadSeesIt(t *testing.T) {
 	db := pgtest.Database(t)
 	earlier, newer := open(t, db), open(t, db)
@@ -130,20 +130,26 @@ func TestPostgresClaimWaitsForEarlierWriteAndReadSeesIt(t *testing.T) {
 	if err := earlier.ClaimFence(ctx, p.ID, 10); err != nil {
 		t.Fatal(err)
 	}
-	inside, release := make(chan struct{}), make(chan struct{})
-	store.SetBeforeCommit(earlier, func() {
-		close(inside)
-		<-release
-	})
-	written := make(chan error, 1)
-	go func() {
-		written <- earlier.PlaceOrders(ctx, p.ID, 10, 3, []*seckill.Order{order(p.ID, 10, "a"), order(p.ID, 10, "b")})
-	}()
-	<-inside // the product write and the inserts have run, uncommitted
-	store.SetBeforeCommit(earlier, nil)
+	// The earlier holder's write has run and is not committed yet.
+	write, err := store.Begin(earlier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer write.Rollback()
+	if err := write.PlaceOrders(p.ID, 10, 3, []*seckill.Order{order(p.ID, 10, "a"), order(p.ID, 10, "b")}); err != nil {
+		t.Fatal(err)
+	}
 
-	claimed := make(chan error, 1)
-	go func() { claimed <- newer.ClaimFence(ctx, p.ID, 11) }()
+	type read struct {
+		p      *seckill.Product
+		bought map[string]bool
+		err    error
+	}
+	claimed := make(chan read, 1)
+	go func() {
+		p, bought, err := newer.ClaimAndRead(ctx, p.ID, 11, []string{"a", "b", "c"})
+		claimed <- read{p, bought, err}
+	}()
 	waitBlocked(t, raw, 1)
 	stillRunning(t, claimed, "the newer claim")
 	// The control: what a read before the claim returns.
@@ -151,27 +157,23 @@ func TestPostgresClaimWaitsForEarlierWriteAndReadSeesIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if early.Stock != 5 || early.Sold != 0 {
-		t.Fatalf("read during the earlier write: got stock %d sold %d, want 5 and 0 (uncommitted)", early.Stock, early.Sold)
+	earlyBuyers, err := newer.Buyers(ctx, p.ID, []string{"a", "b", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if early.Stock != 5 || early.Sold != 0 || len(earlyBuyers) != 0 {
+		t.Fatalf("read during the earlier write: got stock %d sold %d buyers %v, want 5, 0 and none (uncommitted)", early.Stock, early.Sold, earlyBuyers)
 	}
 
-	close(release)
-	if err := <-written; err != nil {
+	if err := write.Commit(); err != nil {
 		t.Fatalf("the earlier holder's write: %v", err)
 	}
-	if err := <-claimed; err != nil {
-		t.Fatalf("the newer claim: %v", err)
+	got := <-claimed
+	if got.err != nil {
+		t.Fatalf("the newer claim: %v", got.err)
 	}
-	got, err := newer.Product(ctx, p.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bought, err := newer.Buyers(ctx, p.ID, []string{"a", "b", "c"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Stock != 3 || got.Sold != 2 || got.Fence != 11 || len(bought) != 2 || !bought["a"] || !bought["b"] {
-		t.Errorf("read after the claim: got stock %d sold %d fence %d buyers %v; want 3, 2, 11 and a, b", got.Stock, got.Sold, got.Fence, bought)
+	if got.p.Stock != 3 || got.p.Sold != 2 || got.p.Fence != 11 || len(got.bought) != 2 || !got.bought["a"] || !got.bought["b"] {
+		t.Errorf("read with the claim: got stock %d sold %d fence %d buyers %v; want 3, 2, 11 and a, b", got.p.Stock, got.p.Sold, got.p.Fence, got.bought)
 	}
 
 	// The claim committed on its own: nothing waits from here on.

@@ -4,9 +4,13 @@
 // with postgres:// or postgresql:// is a PostgreSQL server, anything else
 // the path of a SQLite file.
 //
-// Both databases get the same tables, the same indexes and the same
-// statements (fence.go). What differs is how each is opened and how it
-// keeps several processes apart:
+// Both databases get the same tables and the same indexes, and the
+// statements with the same conditions (fence.go). What differs is how each
+// is opened, how it keeps several processes apart, and how a purchase's
+// statements reach it (purchasePath): one at a time through GORM on
+// SQLite, a library call each (path.go); on PostgreSQL, a round trip
+// each, the claim together with the reads that follow it and the write as
+// one statement, through pgx (pgpath.go):
 //
 //   - SQLite (sqlite.go): several server processes on one host share one
 //     file. It is opened in WAL mode (readers do not block the writer) with
@@ -29,21 +33,23 @@
 // protocol exact:
 //
 //  1. The claim, UPDATE products SET fence = token WHERE id = ? AND
-//     fence < token, is one statement in its own transaction: it locks the
-//     row, and its commit releases the lock before ClaimFence returns. It
-//     leaves nothing open that could block the holder's own write, and the
-//     new fence is visible to every statement that starts after it.
+//     fence < token, runs in its own transaction (ClaimFence), or in one
+//     with the two reads sent after it (ClaimAndRead): it locks the row,
+//     and the commit releases the lock before the call returns. It leaves
+//     nothing open that could block the holder's own write, and the new
+//     fence is visible to every statement that starts after it.
 //  2. The write repeats the fence: UPDATE ... WHERE id = ? AND fence =
-//     token, inside the transaction that then inserts the orders. If a
-//     newer holder's claim holds the row lock, the UPDATE waits for it; when
-//     the claim commits, PostgreSQL evaluates the WHERE clause again on the
-//     newest committed version of the row, which carries the newer fence, so
-//     the stale write matches no row and the transaction writes nothing.
-//     Once the UPDATE has matched, the transaction holds the row lock until
-//     it commits, so no claim can slip in between it and the inserts.
+//     token, in the transaction (on PostgreSQL, the statement) that
+//     inserts the orders. If a newer holder's claim holds the row lock,
+//     the UPDATE waits for it; when the claim commits, PostgreSQL evaluates
+//     the WHERE clause again on the newest committed version of the row,
+//     which carries the newer fence, so the stale write matches no row and
+//     the transaction writes nothing. Once the UPDATE has matched, the
+//     transaction holds the row lock until it commits, so no claim can
+//     slip in between it and the inserts.
 //  3. The read comes after the claim. A claim that found an earlier holder's
 //     write transaction holding the row waits for its commit (or rollback)
-//     before it can update the row, so by the time the claim returns every
+//     before it can update the row, so by the time the claim has run every
 //     write an earlier holder got accepted is committed; the read, a new
 //     statement, has a snapshot that includes all of them. Nothing an earlier
 //     holder writes afterwards can be accepted (2).
@@ -92,12 +98,7 @@ var _ seckill.Store = (*Store)(nil)
 type Store struct {
 	db   *gorm.DB
 	id   string       // ID
-	path purchasePath // statements of a purchase, per database
-
-	// beforeCommit, when set (by tests only), runs inside PlaceOrders'
-	// transaction after its last statement, before the commit: it holds the
-	// transaction open so that another connection can run into its locks.
-	beforeCommit func()
+	path purchasePath // the purchase's statements, per database
 }
 
 // productRow is the products table. Sold is written only in the

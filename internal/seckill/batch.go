@@ -263,20 +263,13 @@ func (s *Service) serveBatch(ctx context.Context, productID, token int64, batch 
 		}
 		return results
 	}
-	// Step 4, once for the batch: the claim comes before the read.
-	if err := s.claim(ctx, productID, token); err != nil {
-		return fail(err)
-	}
-	// Step 5, once: the product, and every buyer's earlier order.
-	p, err := s.store.Product(ctx, productID)
-	if err != nil {
-		return fail(err)
-	}
+	// Steps 4 and 5, once for the batch: the claim, then the product and
+	// every buyer's earlier order.
 	users := make([]string, len(batch))
 	for i, c := range batch {
 		users[i] = c.userID
 	}
-	bought, err := s.store.Buyers(ctx, productID, users)
+	p, bought, err := s.claimAndRead(ctx, productID, token, users)
 	if err != nil {
 		return fail(err)
 	}

@@ -30,13 +30,14 @@
 //  3. Acquire the product's lock (LockName) with a bounded wait; a wait
 //     that ends gives ErrBusy.
 //  4. Claim the fence: store the lock's fencing token on the product, only
-//     if it is larger than the one stored (Store.ClaimFence). If it is not,
-//     a newer holder exists and this one stops (ErrFenceRejected).
+//     if it is larger than the one stored. If it is not, a newer holder
+//     exists and this one stops (ErrFenceRejected).
 //  5. Read the product again and check the rules: one order per user per
-//     product (ErrAlreadyPurchased), stock left (ErrSoldOut).
+//     product (ErrAlreadyPurchased), stock left (ErrSoldOut). Steps 4 and
+//     5 are one call, Store.ClaimAndRead, whose reads run after its claim.
 //  6. In one transaction, write the stock read in step 5 minus one and
 //     insert the order, both only if the product's fence still holds this
-//     holder's token (Store.PlaceOrder); otherwise nothing is written
+//     holder's token (Store.PlaceOrders); otherwise nothing is written
 //     (ErrFenceRejected).
 //  7. Release the lock, whatever happened (a defer: the finally block).
 //

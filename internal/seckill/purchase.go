@@ -48,17 +48,23 @@ func (s *Service) Purchase(ctx context.Context, productID int64, userID string) 
 // purchaseLocked is the critical section: steps 4 to 6, or the unfenced
 // sequence (see the package doc) when s.unfenced.
 func (s *Service) purchaseLocked(ctx context.Context, productID int64, userID string, token int64) (*Order, error) {
-	// Step 4. The claim comes before the read so that the read sees every
-	// write an earlier holder got accepted.
-	if !s.unfenced {
-		if err := s.claim(ctx, productID, token); err != nil {
+	// Steps 4 and 5. The claim comes before the read so that the read sees
+	// every write an earlier holder got accepted.
+	var p *Product
+	if s.unfenced {
+		var err error
+		if p, err = s.available(ctx, productID, userID); err != nil {
 			return nil, err
 		}
-	}
-	// Step 5.
-	p, err := s.available(ctx, productID, userID)
-	if err != nil {
-		return nil, err
+	} else {
+		pr, bought, err := s.claimAndRead(ctx, productID, token, []string{userID})
+		if err != nil {
+			return nil, err
+		}
+		if err := purchaseRule(productID, userID, bought[userID], pr.Stock); err != nil {
+			return nil, err
+		}
+		p = pr
 	}
 
 	s.chaos(ctx)
@@ -144,6 +150,16 @@ func purchaseRule(productID int64, userID string, bought bool, stock int64) erro
 // claim is step 4.
 func (s *Service) claim(ctx context.Context, productID, token int64) error {
 	return s.fenced(FenceClaim, s.store.ClaimFence(ctx, productID, token))
+}
+
+// claimAndRead is steps 4 and 5: the claim, then the product and which of
+// users have an order for it.
+func (s *Service) claimAndRead(ctx context.Context, productID, token int64, users []string) (*Product, map[string]bool, error) {
+	p, bought, err := s.store.ClaimAndRead(ctx, productID, token, users)
+	if err != nil {
+		return nil, nil, s.fenced(FenceClaim, err)
+	}
+	return p, bought, nil
 }
 
 // fenced records a fence's refusal and passes err on.

@@ -25,6 +25,11 @@ type Store interface {
 	// ClaimFence stores token as the product's fence if it is larger than
 	// the fence stored, and returns ErrFenceRejected otherwise (step 4).
 	ClaimFence(ctx context.Context, productID, token int64) error
+	// ClaimAndRead claims the fence as ClaimFence does and then, only if
+	// the claim succeeded, returns what Product and Buyers do, read after
+	// the claim (steps 4 and 5 as one call, so that a database a network
+	// hop away can take them in one round trip).
+	ClaimAndRead(ctx context.Context, productID, token int64, userIDs []string) (*Product, map[string]bool, error)
 	// PlaceOrders, in one transaction, sets the product's stock to
 	// newStock, adds len(orders) to its Sold and inserts the orders, all
 	// only while the product's fence equals token; otherwise it writes
