@@ -99,6 +99,7 @@ type Lookup struct {
 // BuyerLookups are the statements with which the store asks PostgreSQL
 // whether buyers have an order, as the server gets them.
 var BuyerLookups = []Lookup{
+	{"ProductAndBuyers", pgProductAndBuyers, func(id int64, users []string) []any { return []any{id, users} }},
 	{"ClaimAndRead's buyers", pgBuyers, func(id int64, users []string) []any { return []any{id, users} }},
 	{"HasOrder", numbered(hasOrderSQL), func(id int64, users []string) []any { return []any{id, users[0]} }},
 }

@@ -42,6 +42,13 @@ func (s *Store) Buyers(ctx context.Context, productID int64, userIDs []string) (
 	return s.path.buyers(ctx, productID, userIDs)
 }
 
+// ProductAndBuyers returns the product, as Product does, and which of
+// userIDs have an order for it, as Buyers does, read together (on
+// PostgreSQL in one statement).
+func (s *Store) ProductAndBuyers(ctx context.Context, productID int64, userIDs []string) (*seckill.Product, map[string]bool, error) {
+	return s.path.productAndBuyers(ctx, productID, userIDs)
+}
+
 // Orders returns a page of a product's orders, oldest first (see
 // seckill.OrderQuery for the two ways to page). One more row than the page
 // is read, to tell whether a next page exists.

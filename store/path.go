@@ -10,13 +10,16 @@ import (
 	"github.com/seckill-ref/seckill/internal/seckill"
 )
 
-// purchasePath is the statements a purchase runs under the lock: the claim
-// and the reads, and the fenced write. Each database has its own: gormPath
-// sends the statements of fence.go one by one through GORM, which on
-// SQLite costs a library call each; pgxPath (pgpath.go) sends the same
-// steps to PostgreSQL, a network hop away, in one round trip per step,
-// with plans that do not depend on statistics.
+// purchasePath is the statements every purchase runs: the fast path's read
+// before the lock, the claim and the reads under it, and the fenced write.
+// Each database has its own: gormPath sends the statements of fence.go one
+// by one through GORM, which on SQLite costs a library call each; pgxPath
+// (pgpath.go) sends the same steps to PostgreSQL, a network hop away, in
+// one round trip per step, with plans that do not depend on statistics.
 type purchasePath interface {
+	// productAndBuyers is the product and which of userIDs have an order
+	// for it.
+	productAndBuyers(ctx context.Context, productID int64, userIDs []string) (*seckill.Product, map[string]bool, error)
 	// buyers is which of userIDs have an order for the product.
 	buyers(ctx context.Context, productID int64, userIDs []string) (map[string]bool, error)
 	// claimAndRead claims the fence, then reads the product and which of
@@ -28,6 +31,22 @@ type purchasePath interface {
 
 // gormPath is the purchase's statements through GORM, one at a time.
 type gormPath struct{ db *gorm.DB }
+
+// productAndBuyers reads the product first, then the buyers: as good as
+// one snapshot for the rules of a purchase. Orders are never deleted, so a
+// buyer found has had an order since before the product was read, and a
+// buyer not found had none when it was.
+func (g gormPath) productAndBuyers(ctx context.Context, productID int64, userIDs []string) (*seckill.Product, map[string]bool, error) {
+	p, err := product(g.db.WithContext(ctx), productID)
+	if err != nil {
+		return nil, nil, err
+	}
+	bought, err := g.buyers(ctx, productID, userIDs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, bought, nil
+}
 
 func (g gormPath) buyers(ctx context.Context, productID int64, userIDs []string) (map[string]bool, error) {
 	var found []string

@@ -12,6 +12,31 @@ import (
 	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
 )
 
+// The fast path's read: the product, and which of the buyers asked for
+// (not another buyer, nor one of another product) have an order for it.
+func TestProductAndBuyers(t *testing.T) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
+		s := open(t, db)
+		ctx := context.Background()
+		p, other := newProduct(t, s, 5), newProduct(t, s, 5)
+		for _, o := range []*seckill.Order{order(p.ID, 0, "a"), order(p.ID, 0, "d"), order(other.ID, 0, "b")} {
+			if err := s.InsertOrder(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, bought, err := s.ProductAndBuyers(ctx, p.ID, []string{"a", "b", "c", "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ID != p.ID || got.Name != "phone" || got.Stock != 5 || got.Sold != 2 || !maps.Equal(bought, map[string]bool{"a": true}) {
+			t.Errorf("got %+v, buyers %v; want product %d, phone, stock 5, sold 2, buyers a", got, bought, p.ID)
+		}
+		if _, _, err := s.ProductAndBuyers(ctx, 42, []string{"a"}); !errors.Is(err, seckill.ErrNotFound) {
+			t.Errorf("missing product: got %v, want ErrNotFound", err)
+		}
+	})
+}
+
 // The claim with the reads: a larger token claims and reads the product as
 // the claim left it and the buyers among the users asked for; an equal or
 // smaller one is refused and changes nothing.

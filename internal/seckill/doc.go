@@ -22,11 +22,13 @@
 //     that. The read comes from the shared database, not from a flag in
 //     this process's memory, so a restock clears the fast path on every
 //     replica at once, by construction: there is no cache to invalidate,
-//     hence none is kept. Likewise a user who already has an order gets
-//     ErrAlreadyPurchased here (orders are never deleted, so the answer
-//     cannot go stale), and repeat clicks neither queue for the lock nor
-//     move the fence. A buyer that passes these checks with stale data is
-//     caught by step 5, which checks again under the lock.
+//     hence none is kept. (The buyers of a product who wait for a read
+//     share one, which starts after each of them arrived: reads.go.)
+//     Likewise a user who already has an order gets ErrAlreadyPurchased
+//     here (orders are never deleted, so the answer cannot go stale), and
+//     repeat clicks neither queue for the lock nor move the fence. A buyer
+//     that passes these checks with stale data is caught by step 5, which
+//     checks again under the lock.
 //  3. Acquire the product's lock (LockName) with a bounded wait; a wait
 //     that ends gives ErrBusy.
 //  4. Claim the fence: store the lock's fencing token on the product, only

@@ -51,20 +51,18 @@ func (s *Service) purchaseLocked(ctx context.Context, productID int64, userID st
 	// Steps 4 and 5. The claim comes before the read so that the read sees
 	// every write an earlier holder got accepted.
 	var p *Product
+	var bought map[string]bool
+	var err error
 	if s.unfenced {
-		var err error
-		if p, err = s.available(ctx, productID, userID); err != nil {
-			return nil, err
-		}
+		p, bought, err = s.store.ProductAndBuyers(ctx, productID, []string{userID})
 	} else {
-		pr, bought, err := s.claimAndRead(ctx, productID, token, []string{userID})
-		if err != nil {
-			return nil, err
-		}
-		if err := purchaseRule(productID, userID, bought[userID], pr.Stock); err != nil {
-			return nil, err
-		}
-		p = pr
+		p, bought, err = s.claimAndRead(ctx, productID, token, []string{userID})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := purchaseRule(productID, userID, bought[userID], p.Stock); err != nil {
+		return nil, err
 	}
 
 	s.chaos(ctx)
@@ -114,16 +112,14 @@ func (s *Service) release(ctx context.Context, productID int64, lease Lease) {
 	}
 }
 
-// available reads the product and applies the rules of a purchase: the
-// buyer has no order for it yet (checked first, so that a buyer who has
-// one hears so even once the stock is gone), and it is in stock. Step 1
-// runs it outside the lock as the fast path; step 5 again under it.
+// available is step 2: it reads the product and the buyer's order, in a
+// read shared with the other buyers of the product waiting for one
+// (reads.go), and applies the rules of a purchase: the buyer has no order
+// for it yet (checked first, so that a buyer who has one hears so even
+// once the stock is gone), and it is in stock. Step 5 checks again under
+// the lock.
 func (s *Service) available(ctx context.Context, productID int64, userID string) (*Product, error) {
-	p, err := s.store.Product(ctx, productID)
-	if err != nil {
-		return nil, err
-	}
-	bought, err := s.store.HasOrder(ctx, productID, userID)
+	p, bought, err := s.reads.read(ctx, s.store, productID, userID)
 	if err != nil {
 		return nil, err
 	}

@@ -73,6 +73,7 @@ type Service struct {
 	batchMax, queueMax int
 	wait               time.Duration
 	batch              batcher
+	reads              reads
 }
 
 // NewService returns a Service that locks with locker and keeps its data in
@@ -91,6 +92,7 @@ func NewService(locker Locker, store Store, opts Options) *Service {
 		queueMax: opts.QueueMax,
 		wait:     opts.Wait,
 		batch:    batcher{queues: make(map[int64]*purchaseQueue)},
+		reads:    reads{queues: make(map[int64]*readQueue)},
 	}
 	if s.queueMax <= 0 {
 		s.queueMax = DefaultQueueMax

@@ -19,6 +19,11 @@ type Store interface {
 	HasOrder(ctx context.Context, productID int64, userID string) (bool, error)
 	// Buyers returns which of userIDs have an order for the product.
 	Buyers(ctx context.Context, productID int64, userIDs []string) (map[string]bool, error)
+	// ProductAndBuyers returns what Product and Buyers do, read together:
+	// the product no later than the buyers, so that a buyer it does not
+	// find had no order when the product was read (orders are never
+	// deleted). The fast path of step 2.
+	ProductAndBuyers(ctx context.Context, productID int64, userIDs []string) (*Product, map[string]bool, error)
 	// Orders returns a page of a product's orders, oldest first.
 	Orders(ctx context.Context, productID int64, q OrderQuery) (*OrderList, error)
 
