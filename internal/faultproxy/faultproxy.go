@@ -1,0 +1,388 @@
+// Package faultproxy is a TCP proxy that a test or the demo puts on one
+// link between two real processes (a replica and its Redis, a replica and
+// its database, a Sentinel and its master) so that it can cut or slow
+// that link alone, without root and without touching the others.
+//
+// Partition holds every byte that tries to cross, in both directions, and
+// Heal delivers what was held, in order. That is what TCP does across a
+// real partition: unacknowledged segments are sent again until they get
+// through, so a request sent during the partition can still arrive after
+// it, even after the client gave up and closed its socket (the kernel keeps
+// sending what was written). A proxy that dropped the bytes instead would
+// hide the late arrivals the lock is built to survive. A connection opened
+// during a partition is accepted (the kernel completes the handshake of a
+// listening socket anyway) but reaches its upstream only after Heal.
+//
+// SetLatency delays every byte read from then on by the given time, in each
+// direction, keeping their order: a request and its reply each take that
+// long, so a round trip takes twice as long.
+//
+// Stats counts what the faults did to the traffic, so that a scenario can
+// tell a fault that held or delayed bytes from one that met an idle link.
+package faultproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// Proxy listens on a loopback port and forwards each connection to its
+// upstream address.
+type Proxy struct {
+	upstream string
+	ln       net.Listener
+	ctx      context.Context // ends at Close
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+
+	mu      sync.Mutex    // guards the fields below
+	cut     chan struct{} // non-nil while partitioned; closed by Heal
+	latency time.Duration
+	conns   map[net.Conn]struct{}
+	stats   Stats
+}
+
+// Stats is what went through a proxy since it started.
+type Stats struct {
+	// Connections accepted.
+	Connections int64
+	// Bytes delivered, client to upstream and upstream to client.
+	Up, Down int64
+	// Held is the bytes that waited for a partition to heal; Delayed, the
+	// bytes that waited for latency.
+	Held, Delayed int64
+	// Partitions is how many times Partition cut the link.
+	Partitions int64
+	// Waiting is the bytes read from one side and not yet delivered to
+	// the other, now.
+	Waiting int64
+}
+
+// Start listens on a free 127.0.0.1 port and forwards every connection to
+// upstream (host:port), until Close.
+func Start(upstream string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("faultproxy: listen: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Proxy{upstream: upstream, ln: ln, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	p.wg.Go(p.accept)
+	return p, nil
+}
+
+// Addr is the address clients connect to instead of the upstream's.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Upstream is the address the proxy forwards to.
+func (p *Proxy) Upstream() string { return p.upstream }
+
+// Partition cuts the link: from now on nothing crosses in either direction
+// until Heal. Cutting a cut link does nothing.
+func (p *Proxy) Partition() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut == nil {
+		p.cut = make(chan struct{})
+		p.stats.Partitions++
+	}
+}
+
+// Heal ends a partition: what was held is delivered, in order.
+func (p *Proxy) Heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut != nil {
+		close(p.cut)
+		p.cut = nil
+	}
+}
+
+// Partitioned reports whether the link is cut.
+func (p *Proxy) Partitioned() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cut != nil
+}
+
+// SetLatency delays every byte read from now on by d in each direction; 0
+// removes the delay (bytes already waiting keep theirs).
+func (p *Proxy) SetLatency(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.latency = max(d, 0)
+}
+
+// Stats returns the counters.
+func (p *Proxy) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
+}
+
+// Close stops listening, closes every connection (held bytes are lost) and
+// returns once every goroutine of the proxy has ended.
+func (p *Proxy) Close() error {
+	p.cancel()
+	err := p.ln.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	return err
+}
+
+func (p *Proxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		if !p.track(c) {
+			_ = c.Close()
+			return
+		}
+		p.mu.Lock()
+		p.stats.Connections++
+		p.mu.Unlock()
+		p.wg.Go(func() { p.serve(c) })
+	}
+}
+
+// track registers c for Close; false once the proxy is closing.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx.Err() != nil {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.conns, c)
+}
+
+// serve connects client to the upstream, once the link is not cut, and
+// pumps both directions until both are done. The client's bytes are read
+// (and counted as waiting) from the start, also during a partition.
+func (p *Proxy) serve(client net.Conn) {
+	defer p.untrack(client)
+	defer client.Close()
+	var up net.Conn
+	ready := make(chan struct{}) // closed once up is connected
+	failed := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if !p.waitOpen() {
+			close(failed)
+			return
+		}
+		var d net.Dialer
+		c, err := d.DialContext(p.ctx, "tcp", p.upstream)
+		if err == nil && !p.track(c) {
+			_ = c.Close()
+			err = net.ErrClosed
+		}
+		if err != nil {
+			// The client sees its connection closed, as with a refused one.
+			_ = client.Close()
+			close(failed)
+			return
+		}
+		up = c
+		close(ready)
+		p.pump(up, func() net.Conn { return client }, &p.stats.Down)
+	})
+	p.pump(client, func() net.Conn {
+		select {
+		case <-ready:
+			return up
+		case <-failed:
+			return nil
+		}
+	}, &p.stats.Up)
+	wg.Wait()
+	select {
+	case <-ready:
+		p.untrack(up)
+		_ = up.Close()
+	default:
+	}
+}
+
+// chunk is what one read returned, and when.
+type chunk struct {
+	b  []byte
+	at time.Time
+	// deliverAt is at plus the latency of that moment.
+	deliverAt time.Time
+	eof       bool
+}
+
+// pump copies src to the connection that connect returns (nil: none will
+// come) through a queue: a reader that stamps each chunk
+// with its arrival, and a writer that delivers it once its latency has
+// passed and the link is not cut. The queue is bounded, so a held link
+// pushes back on the sender as a full TCP window would.
+func (p *Proxy) pump(src net.Conn, connect func() net.Conn, delivered *int64) {
+	q := make(chan chunk, 256)
+	var readErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(q)
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := src.Read(buf)
+			if n > 0 {
+				now := time.Now()
+				p.mu.Lock()
+				lat := p.latency
+				p.stats.Waiting += int64(n)
+				p.mu.Unlock()
+				select {
+				case q <- chunk{b: buf[:n], at: now, deliverAt: now.Add(lat)}:
+				case <-p.ctx.Done():
+					return
+				}
+			}
+			if errors.Is(err, io.EOF) {
+				select {
+				case q <- chunk{eof: true}:
+				case <-p.ctx.Done():
+				}
+				return
+			}
+			if err != nil {
+				readErr = err
+				return
+			}
+		}
+	})
+	broken := false
+	var dst net.Conn
+	for c := range q {
+		if broken {
+			p.mu.Lock()
+			p.stats.Waiting -= int64(len(c.b))
+			p.mu.Unlock()
+			continue // drain until the reader sees its closed socket
+		}
+		if dst == nil {
+			if dst = connect(); dst == nil {
+				broken = true
+				_ = src.Close()
+				p.mu.Lock()
+				p.stats.Waiting -= int64(len(c.b))
+				p.mu.Unlock()
+				continue
+			}
+		}
+		if c.eof {
+			// Half-close: the other side reads EOF after everything sent
+			// before it, as it would from the client itself.
+			if tc, ok := dst.(*net.TCPConn); ok {
+				_ = tc.CloseWrite()
+			}
+			continue
+		}
+		held, ok := p.await(c.deliverAt)
+		if ok {
+			_, err := dst.Write(c.b)
+			ok = err == nil
+		}
+		p.mu.Lock()
+		p.stats.Waiting -= int64(len(c.b))
+		p.mu.Unlock()
+		if !ok {
+			broken = true
+			_ = src.Close() // unblock the reader
+			continue
+		}
+		p.mu.Lock()
+		*delivered += int64(len(c.b))
+		if held {
+			p.stats.Held += int64(len(c.b))
+		}
+		if c.deliverAt.After(c.at) {
+			p.stats.Delayed += int64(len(c.b))
+		}
+		p.mu.Unlock()
+	}
+	wg.Wait()
+	if dst != nil && (readErr != nil || broken) {
+		// Reset rather than end: the other side must not wait for bytes
+		// that will never come.
+		_ = dst.Close()
+	}
+}
+
+// await waits until t has come and the link is not cut, and reports
+// whether it waited for a partition; ok is false if the proxy closed
+// first.
+func (p *Proxy) await(t time.Time) (held, ok bool) {
+	for {
+		if !p.waitUntil(t) {
+			return held, false
+		}
+		p.mu.Lock()
+		cut := p.cut
+		p.mu.Unlock()
+		if cut == nil {
+			return held, true
+		}
+		held = true
+		select {
+		case <-cut:
+		case <-p.ctx.Done():
+			return held, false
+		}
+	}
+}
+
+// waitOpen waits until the link is not cut; false if the proxy closed
+// first.
+func (p *Proxy) waitOpen() bool {
+	for {
+		p.mu.Lock()
+		cut := p.cut
+		p.mu.Unlock()
+		if cut == nil {
+			return p.ctx.Err() == nil
+		}
+		select {
+		case <-cut:
+		case <-p.ctx.Done():
+			return false
+		}
+	}
+}
+
+// waitUntil waits until t; false if the proxy closed first.
+func (p *Proxy) waitUntil(t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return p.ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-p.ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,190 @@
+package faultproxy_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/seckill-ref/seckill/internal/faultproxy"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
+	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// start is a proxy in front of a new redis-server, closed when t ends,
+// and a client of the server that bypasses the proxy.
+func start(t *testing.T) (*faultproxy.Proxy, *redis.Client) {
+	t.Helper()
+	s := redistest.Start(t)
+	p, err := faultproxy.Start(s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("close the proxy: %v", err)
+		}
+	})
+	return p, s.Client()
+}
+
+// conn is a raw connection through p, closed when t ends.
+func conn(t *testing.T, p *faultproxy.Proxy) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, bufio.NewReader(c)
+}
+
+func send(t *testing.T, c net.Conn, cmd string) {
+	t.Helper()
+	if _, err := c.Write([]byte(cmd + "\r\n")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func reply(t *testing.T, c net.Conn, r *bufio.Reader, timeout time.Duration) string {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(timeout))
+	line, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatalf("read a reply: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+// waitWaiting polls until the proxy holds at least n bytes it has not
+// delivered: the bytes sent have reached it and stopped there.
+func waitWaiting(t *testing.T, p *faultproxy.Proxy, n int64) {
+	t.Helper()
+	poll.Eventually(t, 10*time.Second, "the proxy to hold the bytes sent", func() bool { return p.Stats().Waiting >= n })
+}
+
+func TestForwardsBothWays(t *testing.T) {
+	p, _ := start(t)
+	c, r := conn(t, p)
+	send(t, c, "PING")
+	if got := reply(t, c, r, 10*time.Second); got != "+PONG" {
+		t.Fatalf("got %q, want +PONG", got)
+	}
+	st := p.Stats()
+	if st.Connections != 1 || st.Up != 6 || st.Down != 7 || st.Held != 0 || st.Delayed != 0 {
+		t.Errorf("stats: got %+v, want 1 connection, 6 bytes up, 7 down, none held or delayed", st)
+	}
+}
+
+// A partition holds a request until it heals, and then delivers it: the
+// server has not seen it before, and runs it after.
+func TestPartitionHoldsUntilHeal(t *testing.T) {
+	p, direct := start(t)
+	ctx := t.Context()
+	c, r := conn(t, p)
+	send(t, c, "PING") // the upstream connection is open before the cut
+	if got := reply(t, c, r, 10*time.Second); got != "+PONG" {
+		t.Fatalf("got %q, want +PONG", got)
+	}
+	p.Partition()
+	send(t, c, "SET held 1")
+	waitWaiting(t, p, int64(len("SET held 1\r\n")))
+	if n, err := direct.Exists(ctx, "held").Result(); err != nil || n != 0 {
+		t.Fatalf("during the partition: EXISTS held = %d, %v; want 0: the proxy let the request through", n, err)
+	}
+	p.Heal()
+	if got := reply(t, c, r, 10*time.Second); got != "+OK" {
+		t.Fatalf("after the heal: got %q, want +OK", got)
+	}
+	if st := p.Stats(); st.Held != int64(len("SET held 1\r\n")) || st.Partitions != 1 || st.Waiting != 0 {
+		t.Errorf("stats: got %+v, want 12 bytes held, 1 partition, nothing waiting", st)
+	}
+}
+
+// A client that gives up during a partition and closes its connection has
+// still sent its request: it arrives after the heal, as TCP would deliver
+// it. A connection opened during the partition reaches the server only
+// after it.
+func TestRequestArrivesAfterClientGaveUp(t *testing.T) {
+	p, direct := start(t)
+	ctx := t.Context()
+	p.Partition()
+	c, _ := conn(t, p)
+	send(t, c, "SET late 1")
+	waitWaiting(t, p, int64(len("SET late 1\r\n")))
+	clients := func() int {
+		list, err := direct.ClientList(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(list, "\n")
+	}
+	if n := clients(); n != 1 { // the direct client alone
+		t.Fatalf("during the partition the server has %d clients, want 1", n)
+	}
+	_ = c.Close()
+	p.Heal()
+	poll.Eventually(t, 10*time.Second, "the late SET to arrive", func() bool {
+		n, err := direct.Exists(ctx, "late").Result()
+		return err == nil && n == 1
+	})
+}
+
+// Latency delays each direction: a round trip takes at least twice the
+// latency (a lower bound, which no machine speed can break).
+func TestLatency(t *testing.T) {
+	p, _ := start(t)
+	c, r := conn(t, p)
+	send(t, c, "PING")
+	_ = reply(t, c, r, 10*time.Second)
+	const lat = 150 * time.Millisecond
+	p.SetLatency(lat)
+	start := time.Now()
+	send(t, c, "PING")
+	if got := reply(t, c, r, 10*time.Second); got != "+PONG" {
+		t.Fatalf("got %q, want +PONG", got)
+	}
+	if took := time.Since(start); took < 2*lat {
+		t.Errorf("round trip took %v, want at least %v", took, 2*lat)
+	}
+	if st := p.Stats(); st.Delayed != 13 {
+		t.Errorf("delayed bytes: got %d, want 13 (PING and PONG)", st.Delayed)
+	}
+	p.SetLatency(0)
+	send(t, c, "PING")
+	_ = reply(t, c, r, 10*time.Second)
+	if st := p.Stats(); st.Delayed != 13 {
+		t.Errorf("delayed bytes after the latency was removed: got %d, want still 13", st.Delayed)
+	}
+}
+
+// Close ends every connection and goroutine (TestMain's goleak checks the
+// goroutines), also with bytes held by a partition.
+func TestCloseWhilePartitioned(t *testing.T) {
+	s := redistest.Start(t)
+	p, err := faultproxy.Start(s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, r := conn(t, p)
+	send(t, c, "PING")
+	_ = reply(t, c, r, 10*time.Second)
+	p.Partition()
+	send(t, c, "PING")
+	waitWaiting(t, p, 6)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := r.ReadString('\n'); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("read after Close: got %v, want the connection closed", err)
+	}
+}
