@@ -34,6 +34,7 @@ var ErrNotInstalled = errors.New("redis-server not found on PATH: install it (De
 type Server struct {
 	Port int
 	args []string
+	env  []string // added to this process's environment
 	dir  string
 	conf string // sentinel mode: the configuration file (sentinel.go)
 
@@ -47,6 +48,13 @@ type Server struct {
 // PING. extra is appended to the command line (for example "--replicaof",
 // "127.0.0.1", "6379").
 func Start(ctx context.Context, extra ...string) (*Server, error) {
+	return StartEnv(ctx, nil, extra...)
+}
+
+// StartEnv is Start with env (KEY=value) added to the server's
+// environment, here and at every Restart: a preloaded library that moves
+// its clock (internal/fakeclock), for example.
+func StartEnv(ctx context.Context, env []string, extra ...string) (*Server, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return nil, ErrNotInstalled
 	}
@@ -58,7 +66,7 @@ func Start(ctx context.Context, extra ...string) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &Server{Port: port, args: extra}
+		s := &Server{Port: port, args: extra, env: env}
 		if lastErr = s.start(ctx); lastErr == nil {
 			return s, nil
 		}
@@ -105,6 +113,9 @@ func (s *Server) start(ctx context.Context) error {
 	)
 	args = append(args, s.args...)
 	cmd := exec.Command("redis-server", args...)
+	if len(s.env) > 0 {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	out := &procutil.TailBuffer{Max: 8 << 10}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Own process group: a Ctrl-C in the terminal reaches us, and we stop the

@@ -23,7 +23,14 @@ type Server struct {
 // command line.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	s, err := redisproc.Start(context.Background(), extra...)
+	return StartEnv(t, nil, extra...)
+}
+
+// StartEnv is Start with env (KEY=value) added to the server's environment
+// (redisproc.StartEnv).
+func StartEnv(t testing.TB, env []string, extra ...string) *Server {
+	t.Helper()
+	s, err := redisproc.StartEnv(context.Background(), env, extra...)
 	if err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}
