@@ -42,6 +42,7 @@ type Proxy struct {
 
 	mu      sync.Mutex    // guards the fields below
 	cut     chan struct{} // non-nil while partitioned; closed by Heal
+	reject  bool          // resetting every connection, until Heal
 	latency time.Duration
 	conns   map[net.Conn]struct{}
 	stats   Stats
@@ -56,8 +57,9 @@ type Stats struct {
 	// Held is the bytes that waited for a partition to heal; Delayed, the
 	// bytes that waited for latency.
 	Held, Delayed int64
-	// Partitions is how many times Partition cut the link.
-	Partitions int64
+	// Partitions is how many times Partition cut the link, Rejections how
+	// many times Reject did; Reset, the connections reset by Reject.
+	Partitions, Rejections, Reset int64
 	// Waiting is the bytes read from one side and not yet delivered to
 	// the other, now.
 	Waiting int64
@@ -93,10 +95,35 @@ func (p *Proxy) Partition() {
 	}
 }
 
-// Heal ends a partition: what was held is delivered, in order.
+// Reject resets every connection through the proxy, and every new one at
+// once, until Heal: the link fails fast, as when a firewall answers with
+// resets or the host is unreachable, instead of holding the bytes. What was
+// held is lost.
+func (p *Proxy) Reject() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reject = true
+	p.stats.Rejections++
+	for c := range p.conns {
+		reset(c)
+		p.stats.Reset++
+	}
+}
+
+// reset closes c with a TCP reset rather than an orderly end.
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// Heal ends a partition, whose held bytes are then delivered in order, or
+// a Reject.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.reject = false
 	if p.cut != nil {
 		close(p.cut)
 		p.cut = nil
@@ -149,8 +176,7 @@ func (p *Proxy) accept() {
 			return // closed
 		}
 		if !p.track(c) {
-			_ = c.Close()
-			return
+			continue
 		}
 		p.mu.Lock()
 		p.stats.Connections++
@@ -159,11 +185,18 @@ func (p *Proxy) accept() {
 	}
 }
 
-// track registers c for Close; false once the proxy is closing.
+// track registers c for Close; false once the proxy is closing or
+// rejecting, and then c has been closed (reset).
 func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ctx.Err() != nil {
+		_ = c.Close()
+		return false
+	}
+	if p.reject {
+		p.stats.Reset++
+		reset(c)
 		return false
 	}
 	p.conns[c] = struct{}{}
@@ -194,7 +227,6 @@ func (p *Proxy) serve(client net.Conn) {
 		var d net.Dialer
 		c, err := d.DialContext(p.ctx, "tcp", p.upstream)
 		if err == nil && !p.track(c) {
-			_ = c.Close()
 			err = net.ErrClosed
 		}
 		if err != nil {
@@ -300,27 +332,28 @@ func (p *Proxy) pump(src net.Conn, connect func() net.Conn, delivered *int64) {
 			continue
 		}
 		held, ok := p.await(c.deliverAt)
+		// Counted before the write, so that whoever reads the reply also
+		// sees it counted.
+		p.mu.Lock()
+		p.stats.Waiting -= int64(len(c.b))
+		if ok {
+			*delivered += int64(len(c.b))
+			if held {
+				p.stats.Held += int64(len(c.b))
+			}
+			if c.deliverAt.After(c.at) {
+				p.stats.Delayed += int64(len(c.b))
+			}
+		}
+		p.mu.Unlock()
 		if ok {
 			_, err := dst.Write(c.b)
 			ok = err == nil
 		}
-		p.mu.Lock()
-		p.stats.Waiting -= int64(len(c.b))
-		p.mu.Unlock()
 		if !ok {
 			broken = true
 			_ = src.Close() // unblock the reader
-			continue
 		}
-		p.mu.Lock()
-		*delivered += int64(len(c.b))
-		if held {
-			p.stats.Held += int64(len(c.b))
-		}
-		if c.deliverAt.After(c.at) {
-			p.stats.Delayed += int64(len(c.b))
-		}
-		p.mu.Unlock()
 	}
 	wg.Wait()
 	if dst != nil && (readErr != nil || broken) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -186,5 +187,34 @@ func TestCloseWhilePartitioned(t *testing.T) {
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := r.ReadString('\n'); err == nil || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("read after Close: got %v, want the connection closed", err)
+	}
+}
+
+// Reject resets the open connections and every new one until Heal: the
+// client learns at once, instead of waiting out a timeout.
+func TestRejectResetsUntilHeal(t *testing.T) {
+	p, _ := start(t)
+	c, r := conn(t, p)
+	send(t, c, "PING")
+	_ = reply(t, c, r, 10*time.Second)
+	p.Reject()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := r.ReadString('\n'); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read on a rejected connection: got %v, want it reset", err)
+	}
+	c2, r2 := conn(t, p)
+	_, _ = c2.Write([]byte("PING\r\n"))
+	_ = c2.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := r2.ReadString('\n'); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read on a connection opened while rejecting: got %v, want it reset", err)
+	}
+	p.Heal()
+	c3, r3 := conn(t, p)
+	send(t, c3, "PING")
+	if got := reply(t, c3, r3, 10*time.Second); got != "+PONG" {
+		t.Fatalf("after Heal: got %q, want +PONG", got)
+	}
+	if st := p.Stats(); st.Rejections != 1 || st.Reset < 2 {
+		t.Errorf("stats: got %+v, want 1 rejection and at least 2 connections reset", st)
 	}
 }
