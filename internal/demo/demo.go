@@ -49,9 +49,12 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	}
 	// Until Main returns, these signals stop the sale but not the clean-up:
 	// the redis-server child sits in its own process group and would
-	// outlive a demo killed by a default handler. SIGPIPE is here for
+	// outlive a demo killed by a default handler. SIGPIPE is ignored, for
 	// "seckill demo | head": the writes then fail instead of killing us.
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	// It does not stop the sale: the matrix's network faults reset the
+	// in-process replicas' connections, whose next writes raise it too.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 
 	logs, err := openReplicaLogs(o.logFile)

@@ -25,13 +25,14 @@ const maxRowAttempts = 3
 // row is one sale of the matrix and what it must show.
 type row struct {
 	mode     app.LockMode
-	batchMax int    // 0: the default
-	label    string // in the verdict, beside the fault
-	fault    string // "" for none
-	expired  bool   // the lease-expiry fault
-	unsafe   bool   // fencing off
-	oversell bool   // expected
-	why      string // the verdict's explanation when the row is as expected
+	batchMax int      // 0: the default
+	label    string   // in the verdict, beside the fault
+	fault    string   // "" for none
+	expired  bool     // the lease-expiry fault
+	unsafe   bool     // fencing off
+	oversell bool     // expected
+	why      string   // the verdict's explanation when the row is as expected
+	net      netFault // a network fault on replica 1 (netfaults.go); "" for none
 	// design, for the rows of the designs (matrix_designs.go): the
 	// design, its fault and the outcome it must show.
 	design *designRow
@@ -98,6 +99,8 @@ func (r row) batchText() string {
 type result struct {
 	row
 	ran                      bool
+	skip                     string // why the row did not run, when it could not here
+	injected                 string // a network fault's evidence; "" if it did not happen
 	rep                      loadtest.Report
 	err                      error
 	fenceRejected, leaseLost int64
@@ -192,6 +195,8 @@ func (r *result) earlierText() string {
 // the row runs again.
 func (r *result) status() string {
 	switch {
+	case r.skip != "":
+		return "skipped: " + r.skip
 	case r.err != nil:
 		return "error"
 	case !r.ran:
@@ -221,6 +226,10 @@ func (r *result) status() string {
 func runRow(ctx context.Context, o options, rds *redisHandle, logger *slog.Logger, res *result) {
 	if res.design != nil {
 		runDesignRow(ctx, o, rds, logger, res)
+		return
+	}
+	if res.net != "" {
+		runNetRow(ctx, o, rds, logger, res)
 		return
 	}
 	cfg, hook := res.config(o, rds.addr)
@@ -257,6 +266,8 @@ func writeTable(w io.Writer, o options, results []*result) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t", r.designName(), r.batchText(), o.replicas, fault)
 		switch {
+		case r.skip != "":
+			fmt.Fprintln(tw, "skipped: "+r.skip)
 		case !r.ran && r.err == nil:
 			fmt.Fprintln(tw, "not run")
 		case r.err != nil:
@@ -279,8 +290,8 @@ func writeTable(w io.Writer, o options, results []*result) {
 		"lease expiry: lock TTL %v, renewal off, holders work %v; the first, and %.0f%% of the others, then stall until\n"+
 		"the next holder is in (their lease ran out mid-purchase), %v at most. A sale without lost leases (or, fenced,\n"+
 		"without a late write refused) runs again, %d sales at most, else: fault not injected.\n"+
-		"fence rejected: late writes the database refused (a token older than the current holder's).\n",
-		o.sale.Stock, shapeText(o.sale), faultTTL, faultWork, faultProb*100, faultMaxStall, maxRowAttempts)
+		"fence rejected: late writes the database refused (a token older than the current holder's).\n%s\n",
+		o.sale.Stock, shapeText(o.sale), faultTTL, faultWork, faultProb*100, faultMaxStall, maxRowAttempts, netLegend())
 	writeDesignLegend(w, results)
 }
 
@@ -292,6 +303,8 @@ func writeVerdicts(w io.Writer, results []*result, interrupted bool) int {
 		v, why := r.judge()
 		name := r.name()
 		switch v {
+		case verdictSkipped:
+			fmt.Fprintf(w, "SKIPPED  %s: %s\n", name, why)
 		case verdictError:
 			errs++
 			fmt.Fprintf(w, "ERROR    %s: %s\n", name, why)
@@ -311,6 +324,11 @@ func writeVerdicts(w io.Writer, results []*result, interrupted bool) int {
 		default:
 			bad++
 			fmt.Fprintf(w, "MISMATCH %s %s%s\n", name, why, r.earlierText())
+		}
+	}
+	for _, r := range results {
+		if r.injected != "" {
+			fmt.Fprintf(w, "         %s: %s\n", r.name(), r.injected)
 		}
 	}
 	for _, r := range results {

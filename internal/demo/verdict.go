@@ -18,6 +18,8 @@ const (
 	// control row no oversell), so it shows nothing either way.
 	verdictNoFault verdict = "fault not injected"
 	verdictError   verdict = "error"
+	// verdictSkipped: the row needs what this machine lacks.
+	verdictSkipped verdict = "skipped"
 )
 
 // judge decides r's verdict and says why. A safety failure is a mismatch
@@ -31,6 +33,8 @@ const (
 func (r *result) judge() (verdict, string) {
 	lin := r.rep.Linearizability
 	switch {
+	case r.skip != "":
+		return verdictSkipped, r.skip
 	case !r.ran || r.err != nil:
 		return verdictError, "did not run to the end"
 	case r.design != nil:
@@ -60,6 +64,10 @@ func (r *result) judge() (verdict, string) {
 func (r *result) missingFault() string {
 	var missing []string
 	switch {
+	case r.net != "":
+		if r.injected == "" {
+			missing = append(missing, "replica 2 did not sell during a fault while replica 1 held the lock")
+		}
 	case r.expired:
 		if r.leaseLost == 0 {
 			missing = append(missing, "no lease was lost")

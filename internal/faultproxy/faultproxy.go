@@ -347,8 +347,7 @@ func (p *Proxy) pump(src net.Conn, connect func() net.Conn, delivered *int64) {
 		}
 		p.mu.Unlock()
 		if ok {
-			_, err := dst.Write(c.b)
-			ok = err == nil
+			ok = write(dst, c.b) == nil
 		}
 		if !ok {
 			broken = true
