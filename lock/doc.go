@@ -230,6 +230,16 @@
 // it runs again: the fence, not the lock, stops its late writes. The tokens
 // assume only what Fencing above says of the servers' clocks.
 //
+// The faults that the argument about Redis locks is about can each leave
+// two holders at once, and the repository runs each on real processes
+// (internal/faulttest, with a proxy on one link and a stepped clock on one
+// server): a holder cut off from Redis, or slowed on its link to Redis or
+// to the database, past its lease, while another replica takes the lock
+// over; and, under Redlock, a node whose clock jumps forward past the TTL,
+// so that a second client wins a majority while the first still holds
+// one. In each, the fence refuses the older holder's write, and the same
+// fault with the fence off oversells (docs/checks.md lists them).
+//
 // # References
 //
 // The Redis documentation of SET (its NX and PX options, and the
