@@ -80,6 +80,14 @@ type Config struct {
 	// independent Redis masters; when set, the lock is a Redlock over them
 	// and RedisAddr is not used.
 	RedisAddrs []string
+	// RedlockNodeTimeout (REDLOCK_NODE_TIMEOUT, -redlock-node-timeout) is
+	// lock.Options.NodeTimeout: how long an acquisition waits for each
+	// Redlock node's answer before it counts that node as failed. 0 keeps
+	// the lock's default, TTL/100 between 10 ms and 50 ms, which suits a
+	// fast network and a client that is not saturated; a busier client
+	// needs more, or it wins no quorum at all. It eats into the lease, so
+	// it may be at most half the TTL.
+	RedlockNodeTimeout time.Duration
 
 	// The Redis deployment of the lock when it is not the one server of
 	// RedisAddr: at most one of RedisURL, a Sentinel (master name and
@@ -310,6 +318,7 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	env.str(&cfg.RedisAddr, "REDIS_ADDR")
 	addrs := ""
 	env.str(&addrs, "REDIS_ADDRS")
+	env.duration(&cfg.RedlockNodeTimeout, "REDLOCK_NODE_TIMEOUT")
 	sentinelAddrs, clusterAddrs := "", ""
 	env.str(&cfg.RedisURL, "REDIS_URL")
 	env.str(&cfg.RedisSentinelMaster, "REDIS_SENTINEL_MASTER")
@@ -349,6 +358,7 @@ func ParseConfig(name string, args []string, getenv func(string) string, output 
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen `address` (env ADDR)")
 	fs.StringVar(&cfg.RedisAddr, "redis-addr", cfg.RedisAddr, "Redis `host:port` of the lock (env REDIS_ADDR)")
 	fs.StringVar(&addrs, "redis-addrs", addrs, "comma-separated `host:port` list of 3 or more independent Redis masters: lock with Redlock over them instead of -redis-addr (env REDIS_ADDRS)")
+	fs.DurationVar(&cfg.RedlockNodeTimeout, "redlock-node-timeout", cfg.RedlockNodeTimeout, "with -redis-addrs: longest wait for each node's answer; 0: TTL/100, 10ms to 50ms (env REDLOCK_NODE_TIMEOUT)")
 	fs.StringVar(&cfg.RedisURL, "redis-url", cfg.RedisURL, "Redis `URL` of the lock instead of -redis-addr: redis://[user:password@]host:port[/db], rediss:// for TLS (env REDIS_URL)")
 	fs.StringVar(&cfg.RedisSentinelMaster, "redis-sentinel-master", cfg.RedisSentinelMaster, "`name` of the master at the Redis Sentinels of -redis-sentinel-addrs (env REDIS_SENTINEL_MASTER)")
 	fs.StringVar(&sentinelAddrs, "redis-sentinel-addrs", sentinelAddrs, "comma-separated `host:port` list of Redis Sentinels: lock on the master they name (env REDIS_SENTINEL_ADDRS)")
@@ -409,6 +419,7 @@ func (c Config) Environ() []string {
 	vars := [][2]string{
 		{"ADDR", c.Addr},
 		{"REDIS_ADDRS", strings.Join(c.RedisAddrs, ",")},
+		{"REDLOCK_NODE_TIMEOUT", d(c.RedlockNodeTimeout)},
 		{"REDIS_URL", c.RedisURL},
 		{"REDIS_SENTINEL_MASTER", c.RedisSentinelMaster},
 		{"REDIS_SENTINEL_ADDRS", strings.Join(c.RedisSentinelAddrs, ",")},

@@ -117,7 +117,7 @@ func TestEnvironRoundTrips(t *testing.T) {
 			"CHAOS_PROB": "0.25", "LOG_LEVEL": "warn", "SHUTDOWN_TIMEOUT": "1m",
 			"READ_TIMEOUT": "3s", "WRITE_TIMEOUT": "9s", "IDLE_TIMEOUT": "4s",
 		},
-		"redlock": {"REDIS_ADDRS": "a:1,b:2,c:3", "REDIS_PASSWORD": "pw"},
+		"redlock": {"REDIS_ADDRS": "a:1,b:2,c:3", "REDIS_PASSWORD": "pw", "REDLOCK_NODE_TIMEOUT": "250ms"},
 		"sentinel": {
 			"REDIS_SENTINEL_MASTER": "m", "REDIS_SENTINEL_ADDRS": "s:1,s:2",
 			"REDIS_SENTINEL_PASSWORD": "spw",

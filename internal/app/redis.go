@@ -81,6 +81,14 @@ func (c Config) validateRedis() []error {
 		errs = append(errs, errors.New("REDIS_SENTINEL_PASSWORD is set without REDIS_SENTINEL_MASTER: it is the sentinels' password"))
 	}
 	switch {
+	case c.RedlockNodeTimeout < 0:
+		errs = append(errs, fmt.Errorf("REDLOCK_NODE_TIMEOUT %v: must not be negative (0 keeps the lock's default)", c.RedlockNodeTimeout))
+	case c.RedlockNodeTimeout > 0 && len(c.RedisAddrs) == 0:
+		errs = append(errs, errors.New("REDLOCK_NODE_TIMEOUT is for a Redlock (REDIS_ADDRS), whose nodes are asked in parallel"))
+	case c.RedlockNodeTimeout > 0 && c.RedlockNodeTimeout*2 > c.LockTTL:
+		errs = append(errs, fmt.Errorf("REDLOCK_NODE_TIMEOUT %v: must be at most half the lock TTL (%v), whose lease it eats into", c.RedlockNodeTimeout, c.LockTTL))
+	}
+	switch {
 	case c.LockWaitReplicas < 0:
 		errs = append(errs, fmt.Errorf("LOCK_WAIT_REPLICAS %d: must not be negative", c.LockWaitReplicas))
 	case c.LockWaitReplicas > 0 && len(c.RedisClusterAddrs) > 0:

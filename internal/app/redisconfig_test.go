@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seckill-ref/seckill/internal/app"
 )
@@ -20,6 +21,11 @@ func TestParseConfigRedisDeployments(t *testing.T) {
 	if cfg.RedisSentinelMaster != "mymaster" || !slices.Equal(cfg.RedisSentinelAddrs, []string{"s1:26379", "s2:26379", "s3:26379"}) ||
 		cfg.RedisPassword != "pw" || cfg.RedisSentinelPassword != "spw" || cfg.LockWaitReplicas != 1 {
 		t.Errorf("Sentinel from the environment: got %+v", cfg)
+	}
+
+	cfg, err = app.ParseConfig("serve", []string{"-redlock-node-timeout", "200ms"}, envOf(map[string]string{"REDIS_ADDRS": "a:1,b:1,c:1", "REDLOCK_NODE_TIMEOUT": "100ms"}), io.Discard)
+	if err != nil || cfg.RedlockNodeTimeout != 200*time.Millisecond {
+		t.Errorf("-redlock-node-timeout over REDLOCK_NODE_TIMEOUT: got %v, %v; want 200ms", cfg.RedlockNodeTimeout, err)
 	}
 
 	cfg, err = app.ParseConfig("serve", []string{"-redis-cluster-addrs", "n1:7000,n2:7001", "-redis-password", "pw"}, envOf(nil), io.Discard)
@@ -65,6 +71,9 @@ func TestParseConfigRedisRefusals(t *testing.T) {
 		{map[string]string{"LOCK_WAIT_REPLICAS": "1", "REDIS_ADDRS": "a:1,b:1,c:1"}, nil, []string{"LOCK_WAIT_REPLICAS", "Redlock"}},
 		{map[string]string{"LOCK_WAIT_REPLICAS": "-1"}, nil, []string{"LOCK_WAIT_REPLICAS", "negative"}},
 		{map[string]string{"LOCK_WAIT_REPLICAS": "one"}, nil, []string{"LOCK_WAIT_REPLICAS"}},
+		{map[string]string{"REDLOCK_NODE_TIMEOUT": "-1ms", "REDIS_ADDRS": "a:1,b:1,c:1"}, nil, []string{"REDLOCK_NODE_TIMEOUT", "negative"}},
+		{map[string]string{"REDLOCK_NODE_TIMEOUT": "100ms"}, nil, []string{"REDLOCK_NODE_TIMEOUT", "REDIS_ADDRS"}},
+		{map[string]string{"REDIS_ADDRS": "a:1,b:1,c:1", "LOCK_TTL": "1s"}, []string{"-redlock-node-timeout", "600ms"}, []string{"REDLOCK_NODE_TIMEOUT", "half the lock TTL"}},
 	} {
 		_, err := app.ParseConfig("serve", tt.args, envOf(tt.env), io.Discard)
 		if err == nil {

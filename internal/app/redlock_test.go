@@ -1,11 +1,13 @@
 package app_test
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/app"
+	"github.com/seckill-ref/seckill/internal/faultproxy"
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 )
 
@@ -54,5 +56,46 @@ func TestRedlockNeedsAQuorumAtStart(t *testing.T) {
 	if s, err := app.NewServer(t.Context(), cfg, nil); err == nil {
 		_ = s.Close()
 		t.Fatal("NewServer succeeded with 1 of 3 Redlock masters up")
+	}
+}
+
+// REDLOCK_NODE_TIMEOUT reaches the lock: with two of three masters
+// answering in 120 ms or more (60 ms each way, through a proxy), the
+// default node timeout (TTL/100, at most 50 ms) counts them as failed and
+// the purchase wins no quorum; a 1 s node timeout waits for them, and the
+// purchase sells. (A lower bound on the slow nodes' answers, and an upper
+// one on nothing: no machine speed turns the first case into a sale.)
+func TestRedlockNodeTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: Redlock on three Redis servers, two behind slow links")
+	}
+	c := newCluster(t)
+	addrs := []string{redistest.Start(t).Addr()}
+	for range 2 {
+		p, err := faultproxy.Start(redistest.Start(t).Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		p.SetLatency(60 * time.Millisecond)
+		addrs = append(addrs, p.Addr())
+	}
+	for _, tt := range []struct {
+		timeout time.Duration
+		want    int
+	}{
+		{0, http.StatusServiceUnavailable},
+		{time.Second, http.StatusCreated},
+	} {
+		t.Run(fmt.Sprint("REDLOCK_NODE_TIMEOUT=", tt.timeout), func(t *testing.T) {
+			s := c.replica(func(cfg *app.Config) {
+				cfg.RedisAddrs, cfg.RedlockNodeTimeout = addrs, tt.timeout
+				cfg.LockTTL, cfg.LockWait = 5*time.Second, time.Second
+			})
+			id := createProduct(t, s.Handler(), 1)
+			if status, body := buy(s.Handler(), id, fmt.Sprint("u-", tt.timeout)); status != tt.want {
+				t.Errorf("purchase: got %d %s, want %d", status, body, tt.want)
+			}
+		})
 	}
 }

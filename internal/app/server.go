@@ -126,6 +126,7 @@ func (s *Server) newLocker(ctx context.Context) (seckill.Locker, error) {
 		Observer:            observers{s.metrics, s.dash},
 		UnsafeCounterTokens: s.cfg.UnsafeCounterTokens,
 		WaitReplicas:        s.cfg.LockWaitReplicas,
+		NodeTimeout:         s.cfg.RedlockNodeTimeout,
 	}
 	if s.cfg.UnsafeCounterTokens {
 		s.log.Warn("UNSAFE: fencing tokens are the last token plus one; they go backwards after a restart from a stale snapshot")
