@@ -16,10 +16,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-ref/seckill/internal/app"
 	"github.com/seckill-ref/seckill/loadtest"
@@ -63,6 +66,11 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		return exitError
 	}
 	defer logs.Close()
+	// go-redis logs (failed dials, mostly) through one process-wide
+	// logger: the in-process replicas' trouble, which belongs with their
+	// warnings, not on the terminal.
+	redis.SetLogger(redisLog{logs.logger})
+	defer redis.SetLogger(redisLog{slog.New(slog.DiscardHandler)})
 
 	var rds *redisHandle
 	if o.needsRedis() {

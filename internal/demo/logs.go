@@ -86,3 +86,11 @@ func (h *countingHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 func (h *countingHandler) WithGroup(name string) slog.Handler {
 	return &countingHandler{next: h.next.WithGroup(name), logs: h.logs}
 }
+
+// redisLog passes go-redis's log lines on to a logger, as warnings: they
+// report connection trouble.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, "redis: "+fmt.Sprintf(format, v...))
+}
