@@ -36,6 +36,10 @@ import (
 //go:embed csrc/fakeclock.c
 var source []byte
 
+// ErrNoCompiler is New's error on a machine without a C compiler, which
+// it needs to build the library.
+var ErrNoCompiler = errors.New("fakeclock: no C compiler (cc or gcc) on PATH; install gcc (Debian/Ubuntu: apt-get install -y gcc)")
+
 // Clock is the offset of one or more child processes' wall clocks.
 type Clock struct {
 	dir    string
@@ -78,7 +82,7 @@ func compiler() (string, error) {
 			return path, nil
 		}
 	}
-	return "", errors.New("fakeclock: no C compiler (cc or gcc) on PATH; install gcc (Debian/Ubuntu: apt-get install -y gcc)")
+	return "", ErrNoCompiler
 }
 
 func (c *Clock) build(cc string) error {
