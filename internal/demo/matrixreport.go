@@ -45,11 +45,14 @@ type matrixRow struct {
 	// Overlaps counts the fault rows' stalled holders that saw the next
 	// holder get in; Sales is the row's sales, more than 1 when one
 	// without its fault ran again.
-	Overlaps int64           `json:"overlaps"`
-	Sales    int             `json:"sales"`
-	Report   loadtest.Report `json:"report"`
-	Chart    template.HTML   `json:"-"`
-	Class    string          `json:"-"` // the verdict's CSS class
+	Overlaps int64 `json:"overlaps"`
+	// FaultEvidence is what a network fault did ("" if it did not
+	// happen, or the row has none).
+	FaultEvidence string          `json:"fault_evidence,omitempty"`
+	Sales         int             `json:"sales"`
+	Report        loadtest.Report `json:"report"`
+	Chart         template.HTML   `json:"-"`
+	Class         string          `json:"-"` // the verdict's CSS class
 }
 
 // matrixPage is the whole matrix.
@@ -61,6 +64,10 @@ type matrixPage struct {
 	Rows     []matrixRow `json:"rows"`
 	FaultTTL string      `json:"-"`
 	Fault    string      `json:"-"`
+	// NetFaults is the network-fault rows' legend.
+	NetFaults string `json:"-"`
+	// PassLine is the verdict line of a matrix that passed.
+	PassLine string `json:"-"`
 }
 
 func newMatrixPage(o options, results []*result) matrixPage {
@@ -71,20 +78,22 @@ func newMatrixPage(o options, results []*result) matrixPage {
 	p := matrixPage{Stock: o.sale.Stock, Load: load, Replicas: o.replicas, Passed: true,
 		FaultTTL: faultTTL.String(),
 		Fault: fmt.Sprintf("holders work %v; the first, and %.0f%% of the others, then stall until the next holder is in, %v at most; a sale without the fault runs again, %d sales at most",
-			faultWork, faultProb*100, faultMaxStall, maxRowAttempts)}
+			faultWork, faultProb*100, faultMaxStall, maxRowAttempts),
+		NetFaults: strings.ReplaceAll(netLegend(), "\n", " ")}
+	p.PassLine = "matrix: " + passLine(results)
 	for _, r := range results {
 		v, why := r.judge()
 		row := matrixRow{
 			Mode: r.designName(), Batch: r.batchText(), Fault: r.fault, Label: r.label, Name: r.name(),
 			ExpectOversell: r.oversell, Ran: r.ran, Matched: v == verdictOK,
 			Verdict: string(v), Why: why + r.earlierText(), Class: strings.ReplaceAll(string(v), " ", "-"),
-			FenceRejected: r.fenceRejected, LeasesLost: r.leaseLost, Overlaps: r.overlaps, Sales: r.attempt,
+			FenceRejected: r.fenceRejected, LeasesLost: r.leaseLost, Overlaps: r.overlaps, FaultEvidence: r.injected, Sales: r.attempt,
 			Report: r.rep, Linearizable: r.linText(),
 		}
 		if r.err != nil {
 			row.Error = r.err.Error()
 		}
-		if row.Verdict != "ok" {
+		if v != verdictOK && v != verdictSkipped {
 			p.Passed = false
 		}
 		if r.ran && r.err == nil {

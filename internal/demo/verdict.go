@@ -26,7 +26,11 @@ const (
 // whatever else happened: no missing fault excuses an oversell the row
 // must not have. Otherwise a fault row passes only with the evidence of
 // its fault: leases lost and, with the fence on, late writes refused;
-// with it off, a stalled holder that saw the next one get in. A control
+// with it off, a stalled holder that saw the next one get in. A network
+// fault's evidence is another replica selling while replica 1, in the
+// critical section the fault caught, still held the lock in its own eyes
+// (and, for a cut link, its lease lost; with the fence on, its write
+// refused). A control
 // row's fault is its race, and an oversell is its evidence: without one,
 // the race did not happen (verdictNoFault), unless the fault was seen,
 // and then the checker missed what it caused.
@@ -45,6 +49,8 @@ func (r *result) judge() (verdict, string) {
 		return verdictMismatch, "did not oversell, but its history must be linearizable: " + lin.Line()
 	case r.expired && r.rep.Oversold && r.leaseLost == 0:
 		return verdictMismatch, "oversold without losing a lease: the oversell did not come from the fault"
+	case r.net != "" && r.rep.Oversold && r.injected == "":
+		return verdictMismatch, "oversold without the fault (" + r.notInjected + "): the oversell did not come from it"
 	}
 	if missing := r.missingFault(); missing != "" {
 		return verdictNoFault, missing
@@ -53,7 +59,7 @@ func (r *result) judge() (verdict, string) {
 		return verdictMismatch, fmt.Sprintf("did not oversell, but it should have: %s, and the checker saw no oversell", r.faultText())
 	}
 	why := r.why
-	if r.expired {
+	if r.expired || r.net != "" {
 		why += " (" + r.faultText() + ")"
 	}
 	return verdictOK, why
@@ -66,7 +72,13 @@ func (r *result) missingFault() string {
 	switch {
 	case r.net != "":
 		if r.injected == "" {
-			missing = append(missing, "replica 2 did not sell during a fault while replica 1 held the lock")
+			missing = append(missing, r.notInjected)
+		}
+		if r.net == faultLinkCut && r.leaseLost == 0 {
+			missing = append(missing, "no lease was lost")
+		}
+		if !r.unsafe && r.fenceRejected == 0 {
+			missing = append(missing, "the fence refused no late write")
 		}
 	case r.expired:
 		if r.leaseLost == 0 {
@@ -89,6 +101,9 @@ func (r *result) faultText() string {
 	s := fmt.Sprintf("leases lost: %d", r.leaseLost)
 	if !r.unsafe {
 		s += fmt.Sprintf(", late writes refused by the fence: %d", r.fenceRejected)
+	}
+	if r.net != "" {
+		return r.injected + "; " + s
 	}
 	return s + fmt.Sprintf(", stalled holders that saw the next one get in: %d", r.overlaps)
 }

@@ -2,6 +2,8 @@ package demo
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -136,4 +138,132 @@ func TestStallHook(t *testing.T) {
 	gone, stop := context.WithCancel(context.Background())
 	stop()
 	newStallHook(0, time.Minute, 1).run(gone) // returns at once
+}
+
+// netSold is a result of network-fault row r that ran, with the evidence
+// its hook reported (injected, or what is missing).
+func netSold(r row, oversold bool, lin loadtest.LinVerdict, leaseLost, fenceRejected int64, injected, missing string) *result {
+	res := sold(r, oversold, lin, leaseLost, fenceRejected, 0)
+	res.injected, res.notInjected = injected, missing
+	return res
+}
+
+// A network-fault row passes only with its fault's evidence: another
+// replica sold while replica 1 was caught in its critical section, and,
+// for a cut link, replica 1's lease lost; fenced, its write refused. A
+// row whose machine lacks what it needs is skipped, which neither runs it
+// again nor fails the matrix.
+func TestJudgeNetFaults(t *testing.T) {
+	rows := matrixRows(2)
+	cut, cutUnfenced, jump, jumpUnfenced := rows[6], rows[7], rows[8], rows[9]
+	if cut.net != faultLinkCut || cut.unsafe || !cutUnfenced.unsafe || jump.net != faultClockJump || !jumpUnfenced.unsafe {
+		t.Fatalf("matrixRows changed: %+v", rows[6:])
+	}
+	const seen = "replica 1's Redis link cut 1s in its critical section (169 bytes held); meanwhile the others took the lock and sold 3"
+	const none = "no other replica sold within 5s of the link cut"
+	yes, no := loadtest.LinYes, loadtest.LinNo
+	for _, tt := range []struct {
+		name string
+		res  *result
+		want verdict
+		why  string
+	}{
+		{"link cut, as expected", netSold(cut, false, yes, 1, 1, seen, ""), verdictOK, seen + "; leases lost: 1, late writes refused by the fence: 1"},
+		{"link cut, nobody else sold", netSold(cut, false, yes, 1, 0, "", none), verdictNoFault, none},
+		{"link cut, no lease lost", netSold(cut, false, yes, 0, 1, seen, ""), verdictNoFault, "no lease was lost"},
+		{"link cut, nothing refused", netSold(cut, false, yes, 1, 0, seen, ""), verdictNoFault, "the fence refused no late write"},
+		{"link cut, oversold", netSold(cut, true, no, 1, 1, seen, ""), verdictMismatch, "OVERSOLD"},
+		{"link cut unfenced, as expected", netSold(cutUnfenced, true, no, 1, 0, seen, ""), verdictOK, seen},
+		{"link cut unfenced, no oversell seen", netSold(cutUnfenced, false, yes, 1, 0, seen, ""), verdictMismatch, "the checker saw no oversell"},
+		{"link cut unfenced, oversold without the fault", netSold(cutUnfenced, true, no, 0, 0, "", none), verdictMismatch, "oversold without the fault"},
+		{"clock jump, no lease lost is fine", netSold(jump, false, yes, 0, 1, seen, ""), verdictOK, "late writes refused by the fence: 1"},
+		{"clock jump unfenced, nobody else sold", netSold(jumpUnfenced, false, yes, 1, 0, "", none), verdictNoFault, none},
+		{"skipped", &result{row: jump, attempt: 1, skip: "needs redis-server"}, verdictSkipped, "needs redis-server"},
+	} {
+		got, why := tt.res.judge()
+		if got != tt.want || !strings.Contains(why, tt.why) {
+			t.Errorf("%s: got %q (%s), want %q with %q", tt.name, got, why, tt.want, tt.why)
+		}
+		if rerun := tt.want == verdictNoFault; tt.res.rerun() != rerun {
+			t.Errorf("%s: rerun %v at sale 1 of %d, want %v", tt.name, !rerun, maxRowAttempts, rerun)
+		}
+	}
+
+	var b strings.Builder
+	ok := netSold(cut, false, yes, 1, 1, seen, "")
+	if code := writeVerdicts(&b, []*result{ok, {row: jump, attempt: 1, skip: "needs redis-server"}}, false); code != exitOK {
+		t.Errorf("a skipped row: exit status %d, want %d", code, exitOK)
+	}
+	for _, want := range []string{"SKIPPED  redis (clock jump) (redlock): needs redis-server", "matrix: PASS: all 1 rows that ran as expected, 1 skipped"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("verdicts lack %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// The door of the network-fault rows lets reads through at once and holds
+// every other request until it opens.
+func TestDoorHoldsWritesUntilOpen(t *testing.T) {
+	served := make(chan string, 4)
+	open := make(chan struct{})
+	d, err := openDoor(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served <- r.Method
+		w.WriteHeader(http.StatusNoContent)
+	}), open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := d.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	do := func(method string) error {
+		req, err := http.NewRequest(method, d.url+"/x", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			return fmt.Errorf("%s: status %d", method, resp.StatusCode)
+		}
+		return nil
+	}
+	if err := do(http.MethodGet); err != nil {
+		t.Fatalf("a read before the door opened: %v", err)
+	}
+	if m := <-served; m != http.MethodGet {
+		t.Fatalf("served %s, want GET", m)
+	}
+	post := make(chan error, 1)
+	go func() { post <- do(http.MethodPost) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := poll.Until(ctx, time.Millisecond, func() (bool, error) { return d.waiting.Load() == 1, nil }); err != nil {
+		t.Fatalf("the POST is not waiting at the door: %v", err)
+	}
+	// Held at the door, a read still goes through.
+	if err := do(http.MethodGet); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-served:
+		if m != http.MethodGet {
+			t.Fatalf("served %s before the door opened, want only the GET", m)
+		}
+	case err := <-post:
+		t.Fatalf("the POST was answered before the door opened: %v", err)
+	}
+	close(open)
+	if err := <-post; err != nil {
+		t.Fatalf("the POST after the door opened: %v", err)
+	}
+	if m := <-served; m != http.MethodPost {
+		t.Fatalf("served %s, want the POST", m)
+	}
+	http.DefaultClient.CloseIdleConnections()
 }
