@@ -52,13 +52,18 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	}
 	// Until Main returns, these signals stop the sale but not the clean-up:
 	// the redis-server child sits in its own process group and would
-	// outlive a demo killed by a default handler. SIGPIPE is ignored, for
-	// "seckill demo | head": the writes then fail instead of killing us.
-	// It does not stop the sale: the matrix's network faults reset the
-	// in-process replicas' connections, whose next writes raise it too.
+	// outlive a demo killed by a default handler. SIGPIPE ("seckill demo |
+	// head") would kill us the same way, and cannot stop the sale instead:
+	// the in-process replicas' sockets raise it too, whenever a peer has
+	// reset a connection (the matrix's network faults do). So it is
+	// ignored, and a write to our own output that fails with EPIPE stops
+	// the sale (cutOutput).
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	ctx, cut := context.WithCancel(ctx)
+	defer cut()
+	stdout, stderr = watchOutput(stdout, cut), watchOutput(stderr, cut)
 
 	logs, err := openReplicaLogs(o.logFile)
 	if err != nil {
@@ -198,4 +203,35 @@ func describeService(cfg app.Config) string {
 		fmt.Fprintf(&b, "; chaos: holders pause %v with probability %g", cfg.ChaosPause, cfg.ChaosProb)
 	}
 	return b.String()
+}
+
+// watchOutput is w, which calls cut when a write fails with EPIPE:
+// whoever read the output has gone, as SIGPIPE would have said. A w with a
+// file descriptor keeps it, for the progress line's terminal check.
+func watchOutput(w io.Writer, cut context.CancelFunc) io.Writer {
+	o := cutOutput{w, cut}
+	if f, ok := w.(interface{ Fd() uintptr }); ok {
+		return cutFile{o, f}
+	}
+	return o
+}
+
+type cutOutput struct {
+	w   io.Writer
+	cut context.CancelFunc
+}
+
+type cutFile struct {
+	cutOutput
+	f interface{ Fd() uintptr }
+}
+
+func (o cutFile) Fd() uintptr { return o.f.Fd() }
+
+func (o cutOutput) Write(p []byte) (int, error) {
+	n, err := o.w.Write(p)
+	if errors.Is(err, syscall.EPIPE) {
+		o.cut()
+	}
+	return n, err
 }

@@ -13,9 +13,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/seckill-ref/seckill/internal/demo"
 	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 )
 
@@ -205,6 +208,52 @@ func TestDemoCleansUpWhenInterrupted(t *testing.T) {
 		}
 	}
 	assertCleanedUp(t, r)
+}
+
+// "seckill demo | head": once the reader has gone, a write fails with
+// EPIPE (the process ignores SIGPIPE, which its replicas' sockets raise
+// too), and that stops the sale as a Ctrl-C does, and cleans up.
+func TestDemoStopsWhenItsOutputIsCut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
+	}
+	out := &cutPipe{}
+	var stderr syncBuffer
+	start := time.Now()
+	code := demo.Main(context.Background(), []string{"-duration", "1m", "-rate", "100"},
+		func(k string) string { return map[string]string{"SECKILL_DEMO_REDIS": "server"}[k] }, out, &stderr)
+	r := run{code: code, stdout: out.String(), stderr: stderr.String(), took: time.Since(start)}
+	t.Logf("exit %d after %v; stdout until the cut:\n%s\nstderr:\n%s", r.code, r.took.Round(time.Millisecond), r.stdout, r.stderr)
+	if !firstProgress.MatchString(r.stdout) {
+		t.Fatal("the output was never cut: no progress line")
+	}
+	if r.took > 30*time.Second {
+		t.Errorf("the demo took %v with its output cut, want it to stop the one-minute sale early", r.took)
+	}
+	if r.code != 2 {
+		t.Errorf("exit status: got %d, want 2 (interrupted)", r.code)
+	}
+	assertCleanedUp(t, r)
+}
+
+// cutPipe records what is written until the first progress line, and
+// then fails every write with EPIPE, as a pipe whose reader has exited.
+type cutPipe struct {
+	syncBuffer
+	cut atomic.Bool
+}
+
+var firstProgress = regexp.MustCompile(`s +sent [1-9]`)
+
+func (p *cutPipe) Write(b []byte) (int, error) {
+	if p.cut.Load() {
+		return 0, syscall.EPIPE
+	}
+	n, err := p.syncBuffer.Write(b)
+	if firstProgress.MatchString(p.syncBuffer.String()) {
+		p.cut.Store(true)
+	}
+	return n, err
 }
 
 // An error after everything has started (the results file cannot be
