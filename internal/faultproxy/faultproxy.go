@@ -17,6 +17,13 @@
 // direction, keeping their order: a request and its reply each take that
 // long, so a round trip takes twice as long.
 //
+// A proxy started with a Namer knows which process each connection comes
+// from (on Linux, Processes finds it in /proc), and PartitionClients cuts
+// the connections of some processes only. One proxy in front of each
+// server, with every process using the proxies' addresses, then makes any
+// partition of a group of processes into sides: a server stays reachable
+// from its own side, whichever address its clients were told.
+//
 // Stats counts what the faults did to the traffic, so that a scenario can
 // tell a fault that held or delayed bytes from one that met an idle link.
 package faultproxy
@@ -26,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"sync"
 	"time"
@@ -40,9 +48,12 @@ type Proxy struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 
-	mu      sync.Mutex    // guards the fields below
-	cut     chan struct{} // non-nil while partitioned; closed by Heal
-	reject  bool          // resetting every connection, until Heal
+	namer Namer // nil: no names
+
+	mu      sync.Mutex               // guards the fields below
+	cut     chan struct{}            // non-nil while partitioned; closed by Heal
+	cutIf   func(client string) bool // whose connections the cut holds; nil: all
+	reject  bool                     // resetting every connection, until Heal
 	latency time.Duration
 	conns   map[net.Conn]struct{}
 	stats   Stats
@@ -63,17 +74,29 @@ type Stats struct {
 	// Waiting is the bytes read from one side and not yet delivered to
 	// the other, now.
 	Waiting int64
+	// With a Namer: the connections accepted from each client, and the
+	// bytes waiting now on each client's connections, either way; a
+	// client that could not be named is "".
+	Clients, WaitingFor map[string]int64
 }
+
+// Namer names the process at the other end of a connection the proxy
+// accepted, or returns "" when it cannot tell.
+type Namer func(c net.Conn) string
 
 // Start listens on a free 127.0.0.1 port and forwards every connection to
 // upstream (host:port), until Close.
-func Start(upstream string) (*Proxy, error) {
+func Start(upstream string) (*Proxy, error) { return StartNamed(upstream, nil) }
+
+// StartNamed is Start with each connection's client named by namer,
+// before any of its bytes is forwarded.
+func StartNamed(upstream string, namer Namer) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("faultproxy: listen: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Proxy{upstream: upstream, ln: ln, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{upstream: upstream, ln: ln, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}, namer: namer}
 	p.wg.Go(p.accept)
 	return p, nil
 }
@@ -86,13 +109,28 @@ func (p *Proxy) Upstream() string { return p.upstream }
 
 // Partition cuts the link: from now on nothing crosses in either direction
 // until Heal. Cutting a cut link does nothing.
-func (p *Proxy) Partition() {
+func (p *Proxy) Partition() { p.PartitionClients(nil) }
+
+// PartitionClients cuts the connections whose client cut reports true for
+// (by the Namer's name; "" for one it could not name), those open now and
+// those to come: nothing crosses them in either direction until Heal. The
+// others go on. A nil cut cuts them all. Cutting a cut link does nothing.
+func (p *Proxy) PartitionClients(cut func(client string) bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cut == nil {
-		p.cut = make(chan struct{})
+		p.cut, p.cutIf = make(chan struct{}), cut
 		p.stats.Partitions++
 	}
+}
+
+// cutFor is the channel that Heal closes if client's connections are cut
+// now, else nil. Callers hold p.mu.
+func (p *Proxy) cutFor(client string) chan struct{} {
+	if p.cut == nil || (p.cutIf != nil && !p.cutIf(client)) {
+		return nil
+	}
+	return p.cut
 }
 
 // Reject resets every connection through the proxy, and every new one at
@@ -126,7 +164,7 @@ func (p *Proxy) Heal() {
 	p.reject = false
 	if p.cut != nil {
 		close(p.cut)
-		p.cut = nil
+		p.cut, p.cutIf = nil, nil
 	}
 }
 
@@ -149,7 +187,24 @@ func (p *Proxy) SetLatency(d time.Duration) {
 func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.stats
+	st := p.stats
+	if p.namer != nil {
+		st.Clients, st.WaitingFor = maps.Clone(p.stats.Clients), maps.Clone(p.stats.WaitingFor)
+	}
+	return st
+}
+
+// waiting counts n more bytes (or fewer, if negative) read from client's
+// connection and not yet delivered. Callers hold p.mu.
+func (p *Proxy) waiting(client string, n int64) {
+	p.stats.Waiting += n
+	if p.namer == nil {
+		return
+	}
+	if p.stats.WaitingFor == nil {
+		p.stats.WaitingFor = map[string]int64{}
+	}
+	p.stats.WaitingFor[client] += n
 }
 
 // Close stops listening, closes every connection (held bytes are lost) and
@@ -215,12 +270,22 @@ func (p *Proxy) untrack(c net.Conn) {
 func (p *Proxy) serve(client net.Conn) {
 	defer p.untrack(client)
 	defer client.Close()
+	var name string
+	if p.namer != nil {
+		name = p.namer(client)
+		p.mu.Lock()
+		if p.stats.Clients == nil {
+			p.stats.Clients = map[string]int64{}
+		}
+		p.stats.Clients[name]++
+		p.mu.Unlock()
+	}
 	var up net.Conn
 	ready := make(chan struct{}) // closed once up is connected
 	failed := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if !p.waitOpen() {
+		if !p.waitOpen(name) {
 			close(failed)
 			return
 		}
@@ -237,9 +302,9 @@ func (p *Proxy) serve(client net.Conn) {
 		}
 		up = c
 		close(ready)
-		p.pump(up, func() net.Conn { return client }, &p.stats.Down)
+		p.pump(name, up, func() net.Conn { return client }, &p.stats.Down)
 	})
-	p.pump(client, func() net.Conn {
+	p.pump(name, client, func() net.Conn {
 		select {
 		case <-ready:
 			return up
@@ -268,9 +333,9 @@ type chunk struct {
 // pump copies src to the connection that connect returns (nil: none will
 // come) through a queue: a reader that stamps each chunk
 // with its arrival, and a writer that delivers it once its latency has
-// passed and the link is not cut. The queue is bounded, so a held link
-// pushes back on the sender as a full TCP window would.
-func (p *Proxy) pump(src net.Conn, connect func() net.Conn, delivered *int64) {
+// passed and client's connections are not cut. The queue is bounded, so a
+// held link pushes back on the sender as a full TCP window would.
+func (p *Proxy) pump(client string, src net.Conn, connect func() net.Conn, delivered *int64) {
 	q := make(chan chunk, 256)
 	var readErr error
 	var wg sync.WaitGroup
@@ -283,7 +348,7 @@ func (p *Proxy) pump(src net.Conn, connect func() net.Conn, delivered *int64) {
 				now := time.Now()
 				p.mu.Lock()
 				lat := p.latency
-				p.stats.Waiting += int64(n)
+				p.waiting(client, int64(n))
 				p.mu.Unlock()
 				select {
 				case q <- chunk{b: buf[:n], at: now, deliverAt: now.Add(lat)}:
@@ -309,7 +374,7 @@ func (p *Proxy) pump(src net.Conn, connect func() net.Conn, delivered *int64) {
 	for c := range q {
 		if broken {
 			p.mu.Lock()
-			p.stats.Waiting -= int64(len(c.b))
+			p.waiting(client, -int64(len(c.b)))
 			p.mu.Unlock()
 			continue // drain until the reader sees its closed socket
 		}
@@ -318,7 +383,7 @@ func (p *Proxy) pump(src net.Conn, connect func() net.Conn, delivered *int64) {
 				broken = true
 				_ = src.Close()
 				p.mu.Lock()
-				p.stats.Waiting -= int64(len(c.b))
+				p.waiting(client, -int64(len(c.b)))
 				p.mu.Unlock()
 				continue
 			}
@@ -331,11 +396,11 @@ func (p *Proxy) pump(src net.Conn, connect func() net.Conn, delivered *int64) {
 			}
 			continue
 		}
-		held, ok := p.await(c.deliverAt)
+		held, ok := p.await(client, c.deliverAt)
 		// Counted before the write, so that whoever reads the reply also
 		// sees it counted.
 		p.mu.Lock()
-		p.stats.Waiting -= int64(len(c.b))
+		p.waiting(client, -int64(len(c.b)))
 		if ok {
 			*delivered += int64(len(c.b))
 			if held {
@@ -362,16 +427,16 @@ func (p *Proxy) pump(src net.Conn, connect func() net.Conn, delivered *int64) {
 	}
 }
 
-// await waits until t has come and the link is not cut, and reports
+// await waits until t has come and client's connections are not cut, and reports
 // whether it waited for a partition; ok is false if the proxy closed
 // first.
-func (p *Proxy) await(t time.Time) (held, ok bool) {
+func (p *Proxy) await(client string, t time.Time) (held, ok bool) {
 	for {
 		if !p.waitUntil(t) {
 			return held, false
 		}
 		p.mu.Lock()
-		cut := p.cut
+		cut := p.cutFor(client)
 		p.mu.Unlock()
 		if cut == nil {
 			return held, true
@@ -385,12 +450,12 @@ func (p *Proxy) await(t time.Time) (held, ok bool) {
 	}
 }
 
-// waitOpen waits until the link is not cut; false if the proxy closed
+// waitOpen waits until client's connections are not cut; false if the proxy closed
 // first.
-func (p *Proxy) waitOpen() bool {
+func (p *Proxy) waitOpen(client string) bool {
 	for {
 		p.mu.Lock()
-		cut := p.cut
+		cut := p.cutFor(client)
 		p.mu.Unlock()
 		if cut == nil {
 			return p.ctx.Err() == nil

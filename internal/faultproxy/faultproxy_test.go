@@ -218,3 +218,107 @@ func TestRejectResetsUntilHeal(t *testing.T) {
 		t.Errorf("stats: got %+v, want 1 rejection and at least 2 connections reset", st)
 	}
 }
+
+// noSyncDelay makes a master send a full sync at once, not after Redis's
+// default 5 s wait for more replicas.
+var noSyncDelay = []string{"--repl-diskless-sync-delay", "0"}
+
+// replicaThrough starts a redis-server that replicates from the proxy p
+// (in front of a master), and waits until it is in sync.
+func replicaThrough(t *testing.T, p *faultproxy.Proxy) *redistest.Server {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(p.Addr())
+	r := redistest.Start(t, "--replicaof", "127.0.0.1", port)
+	rc := r.Client()
+	poll.Eventually(t, 10*time.Second, "the replica to sync through the proxy", func() bool {
+		info, err := rc.Info(t.Context(), "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+	return r
+}
+
+// A named proxy tells which process each connection comes from: this
+// test's own, a replica it was told of, and "" for one it was not.
+func TestNamesTheProcessOfEachConnection(t *testing.T) {
+	s := redistest.Start(t, noSyncDelay...)
+	var ps faultproxy.Processes
+	ps.Set(os.Getpid(), "test")
+	p, err := faultproxy.StartNamed(s.Addr(), ps.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	c, r := conn(t, p)
+	send(t, c, "PING")
+	if got := reply(t, c, r, 10*time.Second); got != "+PONG" {
+		t.Fatalf("got %q, want +PONG", got)
+	}
+	named := replicaThrough(t, p) // its first link, before it has a name
+	ps.Set(named.PID(), "replica")
+	_ = named.Client().Do(t.Context(), "REPLICAOF", "NO", "ONE").Err()
+	replicaThroughAgain(t, p, named) // a new link, named
+	replicaThrough(t, p)             // never named
+	if st := p.Stats(); st.Clients["test"] != 1 || st.Clients[""] < 2 {
+		t.Errorf("clients: got %v, want 1 connection of test, at least 1 of replica, and at least 2 unnamed (the first link of the named replica, and the other replica)", st.Clients)
+	}
+}
+
+// PartitionClients holds one process's connections and lets the others
+// through: the master's replication stream to the replica waits in the
+// proxy (the replica has not got the write) while this test's own
+// commands, through the same proxy, are answered; Heal delivers it.
+func TestPartitionClientsHoldsOneProcess(t *testing.T) {
+	m := redistest.Start(t, noSyncDelay...)
+	var ps faultproxy.Processes
+	ps.Set(os.Getpid(), "test")
+	p, err := faultproxy.StartNamed(m.Addr(), ps.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	// Named before it starts: its only connection is the replication link.
+	r := replicaThrough(t, p)
+	ps.Set(r.PID(), "replica")
+	_ = r.Client().Do(t.Context(), "REPLICAOF", "NO", "ONE").Err()
+	r = replicaThroughAgain(t, p, r)
+	if n := p.Stats().Clients["replica"]; n < 1 {
+		t.Fatalf("the replica's link was not named: %v", p.Stats().Clients)
+	}
+
+	p.PartitionClients(func(client string) bool { return client == "replica" })
+	c, rd := conn(t, p)
+	send(t, c, "SET cut 1")
+	if got := reply(t, c, rd, 10*time.Second); got != "+OK" {
+		t.Fatalf("this test's SET through the partitioned proxy: got %q, want +OK", got)
+	}
+	poll.Eventually(t, 10*time.Second, "the proxy to hold the SET on its way to the replica", func() bool {
+		return p.Stats().WaitingFor["replica"] >= int64(len("SET cut 1"))
+	})
+	if n, err := r.Client().Exists(t.Context(), "cut").Result(); err != nil || n != 0 {
+		t.Fatalf("during the partition the replica has the key (%d, %v), want it held back", n, err)
+	}
+	p.Heal()
+	poll.Eventually(t, 10*time.Second, "the replica to get the key after the heal", func() bool {
+		n, err := r.Client().Exists(t.Context(), "cut").Result()
+		return err == nil && n == 1
+	})
+	if st := p.Stats(); st.WaitingFor["replica"] != 0 || st.WaitingFor["test"] != 0 || st.Held == 0 {
+		t.Errorf("stats after the heal: got %+v, want nothing waiting and some bytes held", st)
+	}
+}
+
+// replicaThroughAgain points r back at the proxy p, on a new connection,
+// and waits until it is in sync.
+func replicaThroughAgain(t *testing.T, p *faultproxy.Proxy, r *redistest.Server) *redistest.Server {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(p.Addr())
+	rc := r.Client()
+	if err := rc.Do(t.Context(), "REPLICAOF", "127.0.0.1", port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, 10*time.Second, "the replica to sync through the proxy again", func() bool {
+		info, err := rc.Info(t.Context(), "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+	return r
+}
