@@ -270,16 +270,7 @@ func (p *Proxy) untrack(c net.Conn) {
 func (p *Proxy) serve(client net.Conn) {
 	defer p.untrack(client)
 	defer client.Close()
-	var name string
-	if p.namer != nil {
-		name = p.namer(client)
-		p.mu.Lock()
-		if p.stats.Clients == nil {
-			p.stats.Clients = map[string]int64{}
-		}
-		p.stats.Clients[name]++
-		p.mu.Unlock()
-	}
+	name := p.newPeer(client)
 	var up net.Conn
 	ready := make(chan struct{}) // closed once up is connected
 	failed := make(chan struct{})
@@ -321,10 +312,54 @@ func (p *Proxy) serve(client net.Conn) {
 	}
 }
 
+// peer is the client of one connection, as the Namer named it. A process
+// may be named after it connected (its id is known only once it runs):
+// until the Namer knows it, each look at the name asks again.
+type peer struct {
+	p    *Proxy
+	conn net.Conn
+
+	mu   sync.Mutex
+	name string // "" until named
+}
+
+func (p *Proxy) newPeer(c net.Conn) *peer {
+	pr := &peer{p: p, conn: c}
+	if p.namer == nil {
+		return pr
+	}
+	pr.name = p.namer(c)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stats.Clients == nil {
+		p.stats.Clients = map[string]int64{}
+	}
+	p.stats.Clients[pr.name]++
+	return pr
+}
+
+// get is the client's name, "" while it has none; it asks the Namer again
+// while that is so. Callers must not hold p.mu.
+func (pr *peer) get() string {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.name != "" || pr.p.namer == nil {
+		return pr.name
+	}
+	if pr.name = pr.p.namer(pr.conn); pr.name != "" {
+		pr.p.mu.Lock()
+		pr.p.stats.Clients[""]--
+		pr.p.stats.Clients[pr.name]++
+		pr.p.mu.Unlock()
+	}
+	return pr.name
+}
+
 // chunk is what one read returned, and when.
 type chunk struct {
-	b  []byte
-	at time.Time
+	b      []byte
+	client string // the client's name when it was read, for the counts
+	at     time.Time
 	// deliverAt is at plus the latency of that moment.
 	deliverAt time.Time
 	eof       bool
@@ -335,7 +370,7 @@ type chunk struct {
 // with its arrival, and a writer that delivers it once its latency has
 // passed and client's connections are not cut. The queue is bounded, so a
 // held link pushes back on the sender as a full TCP window would.
-func (p *Proxy) pump(client string, src net.Conn, connect func() net.Conn, delivered *int64) {
+func (p *Proxy) pump(client *peer, src net.Conn, connect func() net.Conn, delivered *int64) {
 	q := make(chan chunk, 256)
 	var readErr error
 	var wg sync.WaitGroup
@@ -346,12 +381,13 @@ func (p *Proxy) pump(client string, src net.Conn, connect func() net.Conn, deliv
 			n, err := src.Read(buf)
 			if n > 0 {
 				now := time.Now()
+				name := client.get()
 				p.mu.Lock()
 				lat := p.latency
-				p.waiting(client, int64(n))
+				p.waiting(name, int64(n))
 				p.mu.Unlock()
 				select {
-				case q <- chunk{b: buf[:n], at: now, deliverAt: now.Add(lat)}:
+				case q <- chunk{b: buf[:n], client: name, at: now, deliverAt: now.Add(lat)}:
 				case <-p.ctx.Done():
 					return
 				}
@@ -374,7 +410,7 @@ func (p *Proxy) pump(client string, src net.Conn, connect func() net.Conn, deliv
 	for c := range q {
 		if broken {
 			p.mu.Lock()
-			p.waiting(client, -int64(len(c.b)))
+			p.waiting(c.client, -int64(len(c.b)))
 			p.mu.Unlock()
 			continue // drain until the reader sees its closed socket
 		}
@@ -383,7 +419,7 @@ func (p *Proxy) pump(client string, src net.Conn, connect func() net.Conn, deliv
 				broken = true
 				_ = src.Close()
 				p.mu.Lock()
-				p.waiting(client, -int64(len(c.b)))
+				p.waiting(c.client, -int64(len(c.b)))
 				p.mu.Unlock()
 				continue
 			}
@@ -400,7 +436,7 @@ func (p *Proxy) pump(client string, src net.Conn, connect func() net.Conn, deliv
 		// Counted before the write, so that whoever reads the reply also
 		// sees it counted.
 		p.mu.Lock()
-		p.waiting(client, -int64(len(c.b)))
+		p.waiting(c.client, -int64(len(c.b)))
 		if ok {
 			*delivered += int64(len(c.b))
 			if held {
@@ -430,13 +466,14 @@ func (p *Proxy) pump(client string, src net.Conn, connect func() net.Conn, deliv
 // await waits until t has come and client's connections are not cut, and reports
 // whether it waited for a partition; ok is false if the proxy closed
 // first.
-func (p *Proxy) await(client string, t time.Time) (held, ok bool) {
+func (p *Proxy) await(client *peer, t time.Time) (held, ok bool) {
 	for {
 		if !p.waitUntil(t) {
 			return held, false
 		}
+		name := client.get()
 		p.mu.Lock()
-		cut := p.cutFor(client)
+		cut := p.cutFor(name)
 		p.mu.Unlock()
 		if cut == nil {
 			return held, true
@@ -452,10 +489,11 @@ func (p *Proxy) await(client string, t time.Time) (held, ok bool) {
 
 // waitOpen waits until client's connections are not cut; false if the proxy closed
 // first.
-func (p *Proxy) waitOpen(client string) bool {
+func (p *Proxy) waitOpen(client *peer) bool {
 	for {
+		name := client.get()
 		p.mu.Lock()
-		cut := p.cutFor(client)
+		cut := p.cutFor(name)
 		p.mu.Unlock()
 		if cut == nil {
 			return p.ctx.Err() == nil

@@ -238,7 +238,8 @@ func replicaThrough(t *testing.T, p *faultproxy.Proxy) *redistest.Server {
 }
 
 // A named proxy tells which process each connection comes from: this
-// test's own, a replica it was told of, and "" for one it was not.
+// test's own, a replica it was told of (also one told of after it
+// connected, once its link carries bytes again), and "" for one it was not.
 func TestNamesTheProcessOfEachConnection(t *testing.T) {
 	s := redistest.Start(t, noSyncDelay...)
 	var ps faultproxy.Processes
@@ -253,13 +254,21 @@ func TestNamesTheProcessOfEachConnection(t *testing.T) {
 	if got := reply(t, c, r, 10*time.Second); got != "+PONG" {
 		t.Fatalf("got %q, want +PONG", got)
 	}
-	named := replicaThrough(t, p) // its first link, before it has a name
+	named := replicaThrough(t, p) // connected before it has a name
+	replicaThrough(t, p)          // never named
+	if st := p.Stats(); st.Clients["test"] != 1 || st.Clients[""] != 2 {
+		t.Fatalf("clients: got %v, want 1 of test and 2 unnamed", st.Clients)
+	}
 	ps.Set(named.PID(), "replica")
-	_ = named.Client().Do(t.Context(), "REPLICAOF", "NO", "ONE").Err()
-	replicaThroughAgain(t, p, named) // a new link, named
-	replicaThrough(t, p)             // never named
-	if st := p.Stats(); st.Clients["test"] != 1 || st.Clients[""] < 2 {
-		t.Errorf("clients: got %v, want 1 connection of test, at least 1 of replica, and at least 2 unnamed (the first link of the named replica, and the other replica)", st.Clients)
+	// A write reaches both replicas through their links; the named one's
+	// link is named as it passes.
+	send(t, c, "SET k 1")
+	if got := reply(t, c, r, 10*time.Second); got != "+OK" {
+		t.Fatalf("got %q, want +OK", got)
+	}
+	poll.Eventually(t, 10*time.Second, "the named replica's link to be named", func() bool { return p.Stats().Clients["replica"] == 1 })
+	if st := p.Stats(); st.Clients["test"] != 1 || st.Clients[""] != 1 {
+		t.Errorf("clients: got %v, want 1 of test, 1 of replica, 1 unnamed", st.Clients)
 	}
 }
 
@@ -276,14 +285,10 @@ func TestPartitionClientsHoldsOneProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	// Named before it starts: its only connection is the replication link.
+	// Named once it is linked, as a process is whose id is known only
+	// once it runs.
 	r := replicaThrough(t, p)
 	ps.Set(r.PID(), "replica")
-	_ = r.Client().Do(t.Context(), "REPLICAOF", "NO", "ONE").Err()
-	r = replicaThroughAgain(t, p, r)
-	if n := p.Stats().Clients["replica"]; n < 1 {
-		t.Fatalf("the replica's link was not named: %v", p.Stats().Clients)
-	}
 
 	p.PartitionClients(func(client string) bool { return client == "replica" })
 	c, rd := conn(t, p)
@@ -305,20 +310,4 @@ func TestPartitionClientsHoldsOneProcess(t *testing.T) {
 	if st := p.Stats(); st.WaitingFor["replica"] != 0 || st.WaitingFor["test"] != 0 || st.Held == 0 {
 		t.Errorf("stats after the heal: got %+v, want nothing waiting and some bytes held", st)
 	}
-}
-
-// replicaThroughAgain points r back at the proxy p, on a new connection,
-// and waits until it is in sync.
-func replicaThroughAgain(t *testing.T, p *faultproxy.Proxy, r *redistest.Server) *redistest.Server {
-	t.Helper()
-	_, port, _ := net.SplitHostPort(p.Addr())
-	rc := r.Client()
-	if err := rc.Do(t.Context(), "REPLICAOF", "127.0.0.1", port).Err(); err != nil {
-		t.Fatal(err)
-	}
-	poll.Eventually(t, 10*time.Second, "the replica to sync through the proxy again", func() bool {
-		info, err := rc.Info(t.Context(), "replication").Result()
-		return err == nil && strings.Contains(info, "master_link_status:up")
-	})
-	return r
 }
