@@ -41,6 +41,11 @@ type SentinelConfig struct {
 	// RequirePass is the sentinels' own password, if any. They also use it
 	// to talk to each other.
 	RequirePass string
+	// Announce, when set, gives the address that sentinel i (from 0), on
+	// addr, announces to the other sentinels and to clients instead (its
+	// announce-ip and announce-port): a proxy in front of it, for one. It
+	// is called once the ports are chosen, before the sentinels start.
+	Announce func(i int, addr string) (string, error)
 }
 
 // StartSentinels runs n redis-sentinel processes (redis-server in sentinel
@@ -104,6 +109,17 @@ func startSentinels(ctx context.Context, n int, cfg SentinelConfig) ([]*Server, 
 			_ = s.Close()
 		}
 	}
+	announced := make([]string, n)
+	for i, s := range group {
+		announced[i] = s.Addr()
+		if cfg.Announce != nil {
+			a, err := cfg.Announce(i, s.Addr())
+			if err != nil {
+				return nil, fmt.Errorf("redisproc: sentinel %d's announced address: %w", i, err)
+			}
+			announced[i] = a
+		}
+	}
 	for i, s := range group {
 		dir, err := os.MkdirTemp("", "redisproc-sentinel-")
 		if err != nil {
@@ -112,7 +128,7 @@ func startSentinels(ctx context.Context, n int, cfg SentinelConfig) ([]*Server, 
 		}
 		s.dir = dir
 		s.conf = filepath.Join(dir, "sentinel.conf")
-		text, err := sentinelConf(cfg, ids, group, i)
+		text, err := sentinelConf(cfg, ids, announced, i)
 		if err == nil {
 			err = os.WriteFile(s.conf, []byte(text), 0o600)
 		}
@@ -130,8 +146,9 @@ func startSentinels(ctx context.Context, n int, cfg SentinelConfig) ([]*Server, 
 	return group, nil
 }
 
-// sentinelConf is the configuration file of sentinel i of group.
-func sentinelConf(cfg SentinelConfig, ids []string, group []*Server, i int) (string, error) {
+// sentinelConf is the configuration file of sentinel i of a group whose
+// members announce themselves at announced.
+func sentinelConf(cfg SentinelConfig, ids, announced []string, i int) (string, error) {
 	host, port, err := net.SplitHostPort(cfg.MasterAddr)
 	if err != nil {
 		return "", err
@@ -157,9 +174,20 @@ func sentinelConf(cfg SentinelConfig, ids []string, group []*Server, i int) (str
 		}
 		lines = append(lines, fmt.Sprintf("sentinel known-replica %s %s %s", m, rh, rp))
 	}
-	for j, peer := range group {
+	if cfg.Announce != nil {
+		ah, ap, err := net.SplitHostPort(announced[i])
+		if err != nil {
+			return "", err
+		}
+		lines = append(lines, "sentinel announce-ip "+ah, "sentinel announce-port "+ap)
+	}
+	for j, peer := range announced {
 		if j != i {
-			lines = append(lines, fmt.Sprintf("sentinel known-sentinel %s 127.0.0.1 %d %s", m, peer.Port, ids[j]))
+			ph, pp, err := net.SplitHostPort(peer)
+			if err != nil {
+				return "", err
+			}
+			lines = append(lines, fmt.Sprintf("sentinel known-sentinel %s %s %s %s", m, ph, pp, ids[j]))
 		}
 	}
 	return strings.Join(lines, "\n") + "\n", nil
