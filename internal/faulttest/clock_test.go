@@ -59,10 +59,22 @@ func redlockClockJump(t *testing.T, control bool) {
 	h := &holderSale{c: c, control: control}
 	h.a = c.replica("a", with(env, "REDIS_ADDRS", strings.Join([]string{addrs[0], addrs[1], p2.Addr()}, ","), "CHAOS_PAUSE", "2s"))
 	h.b = c.replica("b", env)
-	h.stock = int64(pick(200, 400))
+	// b, which reaches all three nodes, can win the lock hold after hold
+	// and sell a batch each time, and a may hold it only late in the
+	// sale; the fault then needs b to have buyers still. So the sale is
+	// longer than the others, with more stock than buyers (60/s for 12 s,
+	// or 100/s for 20 s): with 6 s and 200 items, b now and then sold out,
+	// or the sale ended, before b could take the lock after the jump.
+	h.length = pick(12*time.Second, 20*time.Second)
+	h.stock = int64(pick(800, 2100))
 	h.id = createProduct(t, h.b, int(h.stock))
 	a, b := h.a, h.b
 	key := lockKey(h.id)
+	nodes := make([]*redis.Client, len(addrs))
+	for i, addr := range addrs {
+		nodes[i] = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		defer nodes[i].Close()
+	}
 
 	// a cannot reach node 2 from the start: each of its holds is a bare
 	// majority, nodes 0 and 1. The proxy resets a's connections rather
@@ -72,7 +84,7 @@ func redlockClockJump(t *testing.T, control bool) {
 	p2.Reject()
 	var seen *majorities
 	rep := h.run(func(ctx context.Context, before metrics) (bool, string, error) {
-		owners, err := ownersOf(ctx, addrs, key)
+		owners, err := ownersOf(ctx, nodes, key)
 		if err != nil {
 			return false, "", err
 		}
@@ -94,7 +106,7 @@ func redlockClockJump(t *testing.T, control bool) {
 		if skewAfter-skewBefore < 2*clockTTL-time.Second {
 			return false, "", fmt.Errorf("fault not injected: node 1's clock moved by %v, want about %v", skewAfter-skewBefore, 2*clockTTL)
 		}
-		m, err := watchMajorities(ctx, a, addrs, key, ownerA, before)
+		m, err := watchMajorities(ctx, a, nodes, key, ownerA, before)
 		if err != nil {
 			return false, "", err
 		}
@@ -148,13 +160,13 @@ type majorities struct {
 // watchMajorities polls the nodes until another owner holds two of them
 // while a is still in the hold seen in before (nil if a's hold ends first
 // or nothing happens within 20 s).
-func watchMajorities(ctx context.Context, a *replica, addrs []string, key, ownerA string, before metrics) (*majorities, error) {
+func watchMajorities(ctx context.Context, a *replica, nodes []*redis.Client, key, ownerA string, before metrics) (*majorities, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	var m *majorities
-	err := poll.Until(ctx, 5*time.Millisecond, func() (bool, error) {
-		owners, err := ownersOf(ctx, addrs, key)
+	err := poll.Until(ctx, 2*time.Millisecond, func() (bool, error) {
+		owners, err := ownersOf(ctx, nodes, key)
 		if err != nil {
 			return false, nil
 		}
@@ -186,27 +198,19 @@ func watchMajorities(ctx context.Context, a *replica, addrs []string, key, owner
 	return m, nil
 }
 
-// ownersOf reads the lock's owner on each node ("" where it has none).
-func ownersOf(ctx context.Context, addrs []string, key string) ([]string, error) {
-	owners := make([]string, len(addrs))
-	for i, addr := range addrs {
-		o, err := ownerAt(ctx, addr, key)
+// ownersOf reads the lock's owner on each node ("" where it has none),
+// through clients kept open: a new connection per read would let a short
+// hold pass between two reads.
+func ownersOf(ctx context.Context, nodes []*redis.Client, key string) ([]string, error) {
+	owners := make([]string, len(nodes))
+	for i, c := range nodes {
+		o, err := ownerOn(ctx, c, key)
 		if err != nil {
 			return nil, fmt.Errorf("node %d: %w", i, err)
 		}
 		owners[i] = o
 	}
 	return owners, nil
-}
-
-func ownerAt(ctx context.Context, addr, key string) (string, error) {
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	o, err := c.Get(ctx, key).Result()
-	if errors.Is(err, redis.Nil) {
-		return "", nil
-	}
-	return strings.TrimSuffix(o, " q"), err
 }
 
 // skew is how far the server's TIME is ahead of this process's clock.

@@ -29,6 +29,9 @@ type holderSale struct {
 	stock   int64
 	control bool
 	notes   []string
+	// length is the sale's; 0: the default, 6 s (15 s with
+	// FAULTTEST_LONG=1).
+	length time.Duration
 }
 
 func newHolderSale(t *testing.T, db database, ttl time.Duration, control bool) *holderSale {
@@ -67,6 +70,10 @@ func (h *holderSale) run(once func(ctx context.Context, before metrics) (done bo
 		}
 		return fmt.Errorf("fault not injected: %d attempts, none caught %s inside its critical section: %v", maxFaultAttempts, h.a.name, h.notes)
 	}
-	cfg := saleConfig(h.id, pick(60, 100), pick(6*time.Second, 15*time.Second), h.b, h.a)
+	length := h.length
+	if length == 0 {
+		length = pick(6*time.Second, 15*time.Second)
+	}
+	cfg := saleConfig(h.id, pick(60, 100), length, h.b, h.a)
 	return h.c.sale(cfg, h.control, fault, &h.notes)
 }
