@@ -239,14 +239,15 @@ func (sb *splitBrain) heal() {
 	}
 }
 
-// held is the bytes each proxy holds now, by the client they come from or
-// go to, for the processes that have some: "b -> master: 120".
+// held is the bytes each proxy holds now across the partition, by the
+// client they come from or go to: "b <-> master: 120". (Bytes waiting
+// between two processes of one side are only passing through.)
 func (sb *splitBrain) held() []string {
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(sb.proxies)) {
 		st := sb.proxies[name].Stats()
 		for _, client := range slices.Sorted(maps.Keys(st.WaitingFor)) {
-			if n := st.WaitingFor[client]; n > 0 {
+			if n := st.WaitingFor[client]; n > 0 && sideOf(client) != sideOf(name) {
 				if client == "" {
 					client = "(unnamed)"
 				}
