@@ -2,13 +2,13 @@ package faultproxy
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
-	"encoding/hex"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"strconv"
-	"strings"
 )
 
 // name finds the process among names that holds the socket at c's other
@@ -44,58 +44,54 @@ func name(c net.Conn, names map[int]string) string {
 }
 
 // socketInode is the inode of the TCP socket with these addresses, or "".
+// A busy host lists thousands of sockets, so each line is matched as
+// bytes against the two addresses written the way the table writes them,
+// and only the matching line is split.
 func socketInode(local, remote netip.AddrPort) string {
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		if inode := findSocket(table, local, remote); inode != "" {
+	if local.Addr().Is4() && remote.Addr().Is4() {
+		if inode := findSocket("/proc/net/tcp", procAddr(local)+" "+procAddr(remote)); inode != "" {
 			return inode
 		}
 	}
-	return ""
+	return findSocket("/proc/net/tcp6", procAddr6(local)+" "+procAddr6(remote))
 }
 
-func findSocket(table string, local, remote netip.AddrPort) string {
+func findSocket(table, addrs string) string {
 	f, err := os.Open(table)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
+	want := []byte(addrs)
 	sc := bufio.NewScanner(f)
-	sc.Scan() // the header
 	for sc.Scan() {
-		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 10 {
+		// sl: local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
+		line := sc.Bytes()
+		if !bytes.Contains(line, want) {
 			continue
 		}
-		l, okL := procAddr(fields[1])
-		r, okR := procAddr(fields[2])
-		if okL && okR && l == local && r == remote {
-			return fields[9]
+		if fields := bytes.Fields(line); len(fields) >= 10 && string(fields[1])+" "+string(fields[2]) == addrs {
+			return string(fields[9])
 		}
 	}
 	return ""
 }
 
-// procAddr reads an address of /proc/net/tcp ("0100007F:1F90") or tcp6:
-// the address is 32-bit words printed in the host's byte order, the port a
-// plain hex number. An IPv4-mapped IPv6 address comes back as IPv4.
-func procAddr(s string) (netip.AddrPort, bool) {
-	h, p, ok := strings.Cut(s, ":")
-	if !ok {
-		return netip.AddrPort{}, false
+// procAddr writes an IPv4 address and port as /proc/net/tcp does: the
+// address as one 32-bit word in the host's byte order, in hex, and the
+// port in hex.
+func procAddr(a netip.AddrPort) string {
+	ip := a.Addr().As4()
+	return fmt.Sprintf("%08X:%04X", binary.NativeEndian.Uint32(ip[:]), a.Port())
+}
+
+// procAddr6 writes an address as /proc/net/tcp6 does: four 32-bit words,
+// an IPv4 address mapped into IPv6.
+func procAddr6(a netip.AddrPort) string {
+	ip := a.Addr().As16()
+	s := ""
+	for i := 0; i < 16; i += 4 {
+		s += fmt.Sprintf("%08X", binary.NativeEndian.Uint32(ip[i:]))
 	}
-	port, err := strconv.ParseUint(p, 16, 16)
-	if err != nil {
-		return netip.AddrPort{}, false
-	}
-	raw, err := hex.DecodeString(h)
-	if err != nil || (len(raw) != 4 && len(raw) != 16) {
-		return netip.AddrPort{}, false
-	}
-	b := make([]byte, len(raw))
-	for i := 0; i < len(raw); i += 4 {
-		binary.NativeEndian.PutUint32(b[i:], binary.BigEndian.Uint32(raw[i:]))
-	}
-	addr, _ := netip.AddrFromSlice(b)
-	return netip.AddrPortFrom(addr.Unmap(), uint16(port)), true
+	return fmt.Sprintf("%s:%04X", s, a.Port())
 }
