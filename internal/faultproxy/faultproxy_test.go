@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -202,11 +203,17 @@ func TestRejectResetsUntilHeal(t *testing.T) {
 	if _, err := r.ReadString('\n'); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("read on a rejected connection: got %v, want it reset", err)
 	}
-	c2, r2 := conn(t, p)
-	_, _ = c2.Write([]byte("PING\r\n"))
-	_ = c2.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := r2.ReadString('\n'); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("read on a connection opened while rejecting: got %v, want it reset", err)
+	// A connection opened while rejecting is reset: at its first read, or
+	// already when the dial completes, if the reset arrived first.
+	if c2, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second); err == nil {
+		t.Cleanup(func() { _ = c2.Close() })
+		_, _ = c2.Write([]byte("PING\r\n"))
+		_ = c2.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := bufio.NewReader(c2).ReadString('\n'); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read on a connection opened while rejecting: got %v, want it reset", err)
+		}
+	} else if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("dial while rejecting: got %v, want a connection, or ECONNRESET", err)
 	}
 	p.Heal()
 	c3, r3 := conn(t, p)
