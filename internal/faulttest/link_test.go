@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill-ref/seckill/internal/faultproxy"
 	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 )
@@ -192,9 +194,15 @@ func watchTakeover(ctx context.Context, a *replica, redisAddr string, id int64, 
 	start := time.Now()
 	ctx, cancel := context.WithDeadline(ctx, end.Add(5*time.Second))
 	defer cancel()
+	// One connection for the whole watch: a new one per read is slow
+	// enough, in a test binary slowed by the race detector on one CPU, to
+	// let a short hold pass unseen.
+	rc := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
+	defer rc.Close()
+	key := lockKey(id)
 	var tk takeover
-	err := poll.Until(ctx, 5*time.Millisecond, func() (bool, error) {
-		now, _, err := lockState(ctx, redisAddr, id)
+	err := poll.Until(ctx, 2*time.Millisecond, func() (bool, error) {
+		now, err := ownerOn(ctx, rc, key)
 		if err != nil || now == "" || now == owner {
 			return false, nil
 		}

@@ -118,7 +118,11 @@ func waitEvidence(ctx context.Context, a, b *replica, id, s int64, before metric
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var evidence string
-	err := poll.Until(wctx, 5*time.Millisecond, func() (bool, error) {
+	// Every 20 ms: a scrape is a page of metrics to parse, and parsing one
+	// every 5 ms took most of a CPU from the proxies of the network
+	// scenarios, which run in this process, under the race detector on
+	// one CPU.
+	err := poll.Until(wctx, 20*time.Millisecond, func() (bool, error) {
 		if control {
 			p, err := b.api().Product(wctx, id)
 			if err != nil || p.Stock+p.Sold <= s {
