@@ -44,12 +44,12 @@ import (
 // new one's replica (its copy of the lock is dropped with the rest).
 //
 // The scenario proves its fault: every sentinel names the replica as
-// master while the old master still answers as master; a key sandwich
-// (the old master's lock owner, the new master's, the old master's again,
-// the first and last the same) shows both granting at once to different
-// owners; and the proxies held bytes of b and of the sentinels on their
-// way to the old master. Without all of that it fails as "fault not
-// injected".
+// master while the old master still answers as master; reads of both
+// masters' lock owners before and after a scrape of a and b show both
+// masters granting the lock to different owners at once, while a and b
+// each hold it by their own count; and the proxies held bytes of b and of
+// the sentinels on their way to the old master. Without all of that it
+// fails as "fault not injected".
 func TestSentinelSplitBrain(t *testing.T) {
 	splitBrainScenario(t, false)
 }
@@ -364,7 +364,7 @@ func splitBrainScenario(t *testing.T, control bool) {
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		newMaster := sb.proxies["replica"].Addr()
-		if err := poll.UntilNil(wctx, 10*time.Millisecond, func() error {
+		if err := poll.UntilNil(wctx, 20*time.Millisecond, func() error {
 			if got := sb.masterNamed(wctx); slices.ContainsFunc(got, func(s string) bool { return s != newMaster }) {
 				return fmt.Errorf("sentinels name %v, want %s", got, newMaster)
 			}
@@ -377,19 +377,27 @@ func splitBrainScenario(t *testing.T, control bool) {
 		run.failover = failoverAt.Sub(cutAt)
 		note("%v later every sentinel named the replica (%s) as master", run.failover.Round(time.Millisecond), newMaster)
 
-		// Both masters grant the lock: the old master's owner, a's and
-		// b's own counts, the new master's owner, and the old master's
-		// again, the same (the old master held it throughout), to
-		// different owners, both masters by their roles, and a and b each
-		// holding a lock by its own count.
-		err = poll.Until(wctx, 2*time.Millisecond, func() (bool, error) {
+		// Both masters grant the lock to different owners at once: read
+		// in turn, the old master's owner, the new master's, a's and b's
+		// locks held by their own count, the new master's owner again and
+		// the old master's again. Each owner is a fresh UUID per
+		// acquisition, so an owner read the same before and after was
+		// there throughout: both keys were held while a and b, each
+		// holding a lock, were scraped. Both masters must also say they
+		// are one. (The cheap reads come first: a scrape is a page of
+		// metrics to parse, and parsing two every few milliseconds would
+		// take the CPU from this process's proxies.)
+		err = poll.Until(wctx, 5*time.Millisecond, func() (bool, error) {
 			o1, err1 := ownerOn(wctx, mc, key)
+			o2, err2 := ownerOn(wctx, rc, key)
+			if err1 != nil || err2 != nil || o1 == "" || o2 == "" || o1 == o2 {
+				return false, nil
+			}
 			sa, errA := scrape(wctx, a)
 			sbm, errB := scrape(wctx, b)
-			o2, err2 := ownerOn(wctx, rc, key)
-			o3, err3 := ownerOn(wctx, mc, key)
-			if err := errors.Join(err1, err2, err3, errA, errB); err != nil || o1 == "" || o2 == "" || o1 != o3 || o1 == o2 ||
-				sa.held() < 1 || sbm.held() < 1 {
+			o3, err3 := ownerOn(wctx, rc, key)
+			o4, err4 := ownerOn(wctx, mc, key)
+			if errors.Join(errA, errB, err3, err4) != nil || sa.held() < 1 || sbm.held() < 1 || o3 != o2 || o4 != o1 {
 				return false, nil
 			}
 			r1, _, err1 := role(wctx, mc)
@@ -408,7 +416,7 @@ func splitBrainScenario(t *testing.T, control bool) {
 			run.both.after.Round(time.Millisecond), run.both.oldOwner, run.both.newOwner, run.both.heldA, run.both.heldB)
 
 		// What the fence did (or, without it, the oversell).
-		err = poll.Until(wctx, 5*time.Millisecond, func() (bool, error) {
+		err = poll.Until(wctx, 20*time.Millisecond, func() (bool, error) {
 			if control {
 				p, err := b.api().Product(wctx, id)
 				if err != nil || p.Stock+p.Sold <= int64(stock) {
@@ -448,7 +456,7 @@ func splitBrainScenario(t *testing.T, control bool) {
 			return err
 		}
 		soldBefore := m[mCreated]
-		if err := poll.Until(wctx, 10*time.Millisecond, func() (bool, error) {
+		if err := poll.Until(wctx, 20*time.Millisecond, func() (bool, error) {
 			m, err := scrape(wctx, a)
 			run.soldAfter = m[mCreated] - soldBefore
 			return err == nil && run.soldAfter > 0, nil
