@@ -114,6 +114,54 @@
 //	            sale resumes, in both runs
 //	  control:  UNSAFE_NO_FENCE=true oversells
 //
+// Scenarios 8 to 12 are the network and clock faults. A faultproxy
+// (internal/faultproxy) on a link holds its bytes during a partition and
+// delivers them when it heals, as TCP does, or delays them; a preloaded
+// library (internal/fakeclock) steps one redis-server's wall clock.
+//
+//	Scenario 8 (a): a's link to Redis partitioned for 2 x the TTL while a
+//	            is in its critical section; its database link open
+//	  lock:     renewals held, the lease runs out in Redis, b takes the
+//	            lock while a still works: two holders
+//	  fence:    refuses a's write
+//	  control:  UNSAFE_NO_FENCE=true oversells
+//
+//	Scenario 9 (b): 1.5 x the TTL of latency each way on a's Redis link
+//	  lock:     renewals arrive, late, after the lease ran out; b takes over
+//	  fence:    refuses a's write
+//	  control:  UNSAFE_NO_FENCE=true oversells
+//
+//	Scenario 10 (e): Redlock on 3 masters, a reaching 2 of them; the
+//	            second node's clock jumps 2 x the TTL while a holds it
+//	  lock:     a's key there expires at once, b takes a majority of its
+//	            own while a still holds one: two majorities
+//	  fence:    b's token is larger (that node's clock is ahead); refuses
+//	            a's write
+//	  control:  UNSAFE_NO_FENCE=true oversells
+//
+//	Scenario 11 (c): a's PostgreSQL link slowed past its lease
+//	            (LOCK_RENEW=false)
+//	  lock:     the lease runs out during a's statements; b takes over
+//	  fence:    refuses a's late write
+//	  control:  UNSAFE_NO_FENCE=true oversells
+//
+//	Scenario 12 (d): Sentinel split brain: every Redis process behind a
+//	            proxy that knows each connection's process; the network
+//	            splits into {master, a} and {replica, sentinels, b}, then
+//	            heals
+//	  lock:     the sentinels promote the replica; b locks on it, a on the
+//	            old master, which still takes writes: both masters grant
+//	            the lock at once; after the heal the old master becomes the
+//	            new one's replica and a follows
+//	  fence:    refuses whichever write comes after the other holder's
+//	            claim; the orders' fences never decrease
+//	  control:  UNSAFE_NO_FENCE=true oversells
+//
+// Each of 8 to 12 checks that its fault took effect (bytes held or
+// delayed, a second holder seen while the first was still inside, two
+// majorities, two masters granting) and otherwise fails as "fault not
+// injected".
+//
 // Scenarios 1, 2 (and its control) and 3 also run on PostgreSQL. There a
 // holder's claim and write are statements on a server that other replicas
 // lock rows on, at READ COMMITTED (package store's doc says why the fence
