@@ -232,13 +232,17 @@
 //
 // The faults that the argument about Redis locks is about can each leave
 // two holders at once, and the repository runs each on real processes
-// (internal/faulttest, with a proxy on one link and a stepped clock on one
+// (internal/faulttest, with proxies on the links and a stepped clock on one
 // server): a holder cut off from Redis, or slowed on its link to Redis or
 // to the database, past its lease, while another replica takes the lock
-// over; and, under Redlock, a node whose clock jumps forward past the TTL,
-// so that a second client wins a majority while the first still holds
-// one. In each, the fence refuses the older holder's write, and the same
-// fault with the fence off oversells (docs/checks.md lists them).
+// over; under Redlock, a node whose clock jumps forward past the TTL, so
+// that a second client wins a majority while the first still holds one;
+// and a Sentinel split brain, where a master cut off from its sentinels
+// goes on granting the lock to the clients on its side of the partition
+// while the replica promoted on the other side grants it too. In each, the
+// fence refuses the write that comes after the other holder's claim, and
+// the same fault with the fence off oversells (docs/checks.md lists them;
+// "seckill demo -matrix" shows the cut link and the clock jump).
 //
 // # References
 //

@@ -13,9 +13,9 @@ import (
 // so that each of its round trips to the database takes as long as the
 // whole lease: its write reaches the database after its lease has run out
 // and b has taken the lock and claimed the fence. The fence refuses it.
-// (With 0.75 x the TTL, a purchase slowed from its start took longer than
-// the service's 10 s bound on a batch's work, under the race detector on
-// one CPU, and failed before its write could be refused.)
+// No more latency than that: a purchase slowed from its start (some seven
+// round trips) must still end within the service's 10 s bound on a
+// batch's work, or it fails before its write can be refused.
 //
 // The replicas run with LOCK_RENEW=false, a lease that lasts its TTL and
 // no more, as with locks that do not renew (bsm/redislock; redsync by
