@@ -171,7 +171,7 @@ func redisLinkFault(t *testing.T, f linkFault, control bool) {
 	if seen.took == 0 {
 		t.Fatalf("fault not injected: no other holder was seen in Redis while %s held the lock", a.name)
 	}
-	t.Logf("holders at once: 2 (%s, cut off, and %q from %v into the fault)", a.name, seen.owners[1], seen.took.Round(time.Millisecond))
+	t.Logf("holders at once: 2 (%s, its Redis link under the %s, and %q from %v into the fault)", a.name, f.name, seen.owners[1], seen.took.Round(time.Millisecond))
 	if ma[mLeasesLost] < 1 {
 		t.Errorf("leases lost by %s: got %v, want >= 1: its lease ran out while it was cut off", a.name, ma[mLeasesLost])
 	}
