@@ -11,14 +11,22 @@ import (
 
 // backend is where locks live: one Redis deployment (single), or a quorum of
 // independent masters (Redlock). The Locker's queueing, watchdog and
-// hand-off logic is the same over both; each backend computes the lease
-// deadline its own way.
+// passing of the lock are the same over both; each backend answers the
+// calls below its own way, and says in its replies what happened.
 type backend interface {
-	// acquire tries to take the lock for ticket; mode says whether to queue
-	// the process (backends that do not hand over ignore it).
-	acquire(ctx context.Context, k keys, ticket string, mode acquireMode) (acquireResult, error)
+	// attempt tries to take the lock while nobody of this process waits
+	// for it: if it is free and nobody is queued. It chooses the ticket
+	// (the result's owner). A failure after which another attempt is safe,
+	// because this one can no longer take the lock, is an undone.
+	attempt(ctx context.Context, k keys) (acquireResult, error)
+	// contend asks for the lock for this process's waiters: it queues the
+	// process under ticket, or refreshes its place (refresh), so that a
+	// release passes the lock to it; or, where nobody is queued (Redlock),
+	// tries to take it. The result says whether the process stands in a
+	// queue (queued) and who owns the lock if it was taken (owner).
+	contend(ctx context.Context, k keys, ticket string, refresh bool) (acquireResult, error)
 	// release deletes owner's lock; requeue, when not empty, queues the
-	// process under that ticket first.
+	// process under that ticket first, and the result says whether it did.
 	release(ctx context.Context, k keys, owner, requeue string) (releaseResult, error)
 	// withdraw gives ticket up for good: a lock it holds is passed on,
 	// and a late request carrying it will fail.
@@ -29,20 +37,19 @@ type backend interface {
 	// confirm runs after every acquisition, before the caller gets the
 	// Lock: replica acknowledgement, when configured.
 	confirm(ctx context.Context, lk *Lock) error
-	// handsOver: a release grants the lock to the next queued process (the
-	// single backend). Otherwise it only wakes waiters, who try again.
-	handsOver() bool
-	// sendsAttemptsOnce: an uncontended attempt (modeNoQueue) is sent
-	// without go-redis's retries, so the Locker tries again itself after
-	// one that failed (tryOnce). A Redlock attempt goes to each node with
-	// that node's client's own retries, and has been undone everywhere
-	// when it fails: the Locker neither tries it again nor withdraws its
-	// ticket a second time.
-	sendsAttemptsOnce() bool
 	// subscribers are the clients whose Pub/Sub carries the grants or
 	// wake-ups: one per Redis deployment.
 	subscribers() []redis.UniversalClient
+	// close waits for the backend's calls still running in the background.
+	close()
 }
+
+// undone is the error of an attempt that failed without a reply and was
+// undone: it can no longer take the lock, and another attempt under a new
+// ticket is safe.
+type undone struct{ error }
+
+func (u undone) Unwrap() error { return u.error }
 
 type acquireMode string
 
@@ -57,19 +64,22 @@ type acquireStatus int
 const (
 	waiting   acquireStatus = 0
 	acquired  acquireStatus = 1
-	placeLost acquireStatus = -1 // modeRefresh found no entry: start over with a new ticket
-	withdrawn acquireStatus = -2 // the ticket was withdrawn before this request arrived
+	placeLost       acquireStatus = -1 // modeRefresh found no entry: start over with a new ticket
+	withdrawnTicket acquireStatus = -2 // the ticket was withdrawn before this request arrived
 )
 
 type acquireResult struct {
 	status   acquireStatus
+	owner    string // acquired: the ticket that holds the lock
 	token    int64
 	deadline time.Time     // acquired: the lease lasts at least until then
 	retryIn  time.Duration // waiting: the holder's remaining lease
+	queued   bool          // waiting: the process stands in the lock's queue
 }
 
 type releaseResult struct {
 	released bool      // the caller's lock was deleted
+	queued   bool      // the process stands in the queue under the requeue ticket
 	granted  bool      // the lock went to a ticket of this process
 	token    int64     // that grant's fencing token
 	last     int64     // the last token reserved with it

@@ -28,7 +28,7 @@ func TestWorksOnRedisCluster(t *testing.T) {
 	eventually(t, 10*time.Second, "the cluster to be ok", func() bool {
 		return strings.Contains(admin.ClusterInfo(ctx).Val(), "cluster_state:ok")
 	})
-	for _, k := range []string{"lock:{item:7}", "lock:{item:7}:fence", "lock:{item:7}:queue", "lock:{item:7}:waiters", "lock:{item:7}:void:x"} {
+	for _, k := range []string{"lock:{item:7}", "lock:{item:7}:fence", "lock:{item:7}:queue", "lock:{item:7}:waiters", "lock:{item:7}:tombstone:x"} {
 		if got, want := admin.ClusterKeySlot(ctx, k).Val(), admin.ClusterKeySlot(ctx, "item:7").Val(); got != want {
 			t.Errorf("%s is in slot %d, want the slot of its hash tag, %d", k, got, want)
 		}

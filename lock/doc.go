@@ -200,7 +200,7 @@
 //	lock:{name}:fence    the last fencing token (expires FenceTTL after it was issued)
 //	lock:{name}:queue    ids of waiting processes, oldest first
 //	lock:{name}:waiters  each waiting process's ticket, entry expiry and leases
-//	lock:{name}:void:ID  tombstone of a withdrawn ticket (expires with the lease)
+//	lock:{name}:tombstone:ID  a withdrawn ticket (expires with the lease)
 //	lock:{name}:grant    the channel grants are published on
 //
 // # Failures of Redis itself: replica acknowledgement, Redlock

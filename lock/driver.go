@@ -3,19 +3,14 @@ package lock
 import (
 	"context"
 	"math/rand/v2"
-	"slices"
 	"time"
-
-	"github.com/google/uuid"
 )
 
-// drive contends in Redis for q's waiters. It queues the process under a
-// ticket, then sleeps until a grant arrives (handled by the subscription or
-// by a release in this process, not here), a kick, or the fallback
-// re-check: the holder's remaining lease or RecheckInterval, whichever is
-// shorter, jittered. Each re-check also refreshes the process's place, so
-// a crashed process drops out of the queue within five intervals. A ticket
-// nobody wants any more is withdrawn before anything else.
+// drive contends in Redis for q's waiters, one step at a time, as q.next
+// says: it withdraws the tickets nobody wants, subscribes to the lock's
+// grant channel, queues the process (or, for Redlock, tries again), and
+// sleeps until a wake-up (a grant, a release, a waiter) or the re-check.
+// It ends when nobody here waits, and with the Locker.
 func (l *Locker) drive(q *queue) {
 	defer l.wg.Done()
 	timer := time.NewTimer(time.Hour)
@@ -23,18 +18,18 @@ func (l *Locker) drive(q *queue) {
 	defer timer.Stop()
 	failures := 0
 	for {
-		p, exit := l.driveStep(q, &failures)
-		if exit {
+		p, done := l.driveStep(q, &failures)
+		if done {
 			return
 		}
 		if p == atOnce {
 			continue
 		}
-		if p != untilKicked {
+		if p != untilWoken {
 			timer.Reset(time.Duration(p))
 		}
 		select {
-		case <-q.kick:
+		case <-q.wakeup:
 		case <-timer.C:
 		case <-l.ctx.Done():
 		}
@@ -42,33 +37,45 @@ func (l *Locker) drive(q *queue) {
 	}
 }
 
-// pause is how long the driver sleeps after a step: atOnce, untilKicked, or
-// a positive duration (a kick still ends it early).
+// pause is how long the driver sleeps after a step: atOnce, untilWoken, or
+// a positive duration (a wake-up still ends it early).
 type pause time.Duration
 
 const (
-	atOnce      pause = -1 // take the next step without sleeping
-	untilKicked pause = 0  // sleep until a kick: a grant, a release, a waiter
+	atOnce     pause = -1 // take the next step without sleeping
+	untilWoken pause = 0  // sleep until woken: a grant, a release, a waiter
 )
 
-// driveStep does one thing for q and says how long to pause before the
-// next, or that the driver is done.
-func (l *Locker) driveStep(q *queue, failures *int) (p pause, exit bool) {
+// driveStep takes the step q.next names, and says how long to pause
+// before the next one, or that the driver is done.
+func (l *Locker) driveStep(q *queue, failures *int) (p pause, done bool) {
 	l.mu.Lock()
 	if l.closed {
-		q.driving = false // Close withdraws the tickets
+		q.driver = stopped // Close withdraws the tickets
 		l.mu.Unlock()
-		return untilKicked, true
+		return untilWoken, true
 	}
-	if len(q.waiters) == 0 && q.ticket != "" {
-		q.withdrawTicket()
-	}
+	a := q.next()
+	switch a {
+	case stop:
+		subscribed, mine := q.driver != starting, q.subChans
+		q.driver, q.subChans = stopped, nil
+		l.tend(q)
+		l.mu.Unlock()
+		if subscribed {
+			// A new driver for q may start, and subscribe, before this
+			// runs: it removes only this driver's entries.
+			hooks.event("unsubscribe", q.name)
+			l.unsubscribe(q, mine)
+			hooks.event("unsubscribed", q.name)
+		}
+		return untilWoken, true
 
-	if len(q.withdrawing) > 0 {
+	case withdraw:
 		t := q.withdrawing[0]
 		l.mu.Unlock()
 		ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
-		err := l.b.withdraw(ctx, q.k, t)
+		err := l.backend.withdraw(ctx, q.k, t)
 		cancel()
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -77,115 +84,57 @@ func (l *Locker) driveStep(q *queue, failures *int) (p pause, exit bool) {
 			*failures++
 			return pause(l.backoff(*failures)), false
 		}
-		q.withdrawing = slices.DeleteFunc(q.withdrawing, func(s string) bool { return s == t })
+		q.withdrawn(t)
 		return atOnce, false
-	}
 
-	if len(q.waiters) == 0 {
-		q.driving = false
-		unsubscribe, mine := q.subscribed, q.subChans
-		q.subscribed, q.listening, q.subChans = false, false, nil
-		l.settle(q)
-		l.mu.Unlock()
-		if unsubscribe {
-			// A new driver for q may start, and subscribe, before this
-			// runs: it removes only this driver's entries.
-			testEvent("unsubscribe", q.name)
-			l.unsubscribe(q, mine)
-			testEvent("unsubscribed", q.name)
-		}
-		return untilKicked, true
-	}
-
-	if !q.subscribed {
-		// Listen before anything can queue us: a grant published before we
-		// listen would wait for the re-check.
-		q.subscribed = true
+	case subscribe:
+		// Listen before anything can queue us: a grant published before
+		// we listen would wait for the re-check.
+		q.driver = subscribing
 		l.mu.Unlock()
 		l.subscribe(q)
 		l.mu.Lock()
-		q.listening = q.subscribed
+		if q.driver == subscribing {
+			q.driver = listening
+		}
 		l.mu.Unlock()
-		testEvent("subscribed", q.name)
+		hooks.event("subscribed", q.name)
 		return atOnce, false
+
+	case sleep:
+		wait := untilWoken
+		if q.state == queued {
+			wait = max(pause(time.Until(q.checkAt)), atOnce)
+		}
+		l.mu.Unlock()
+		return wait, false
 	}
 
-	switch {
-	case q.busy():
-		// A goroutine of this process holds the lock (or is trying): its
-		// release queues us and may hand the lock straight over (or, in
-		// Redlock mode, wakes us).
-		l.mu.Unlock()
-		return untilKicked, false
-	case q.pending != nil:
-		l.mu.Unlock()
-		return untilKicked, false // settle hands it over
-	case !l.b.handsOver():
-		l.mu.Unlock()
-		return l.retry(q, failures), false
-	case q.registered && time.Now().Before(q.checkAt):
-		// Queued, and the re-check is not due: a grant will wake us.
-		wait := time.Until(q.checkAt)
-		l.mu.Unlock()
-		return pause(wait), false
-	}
-
-	if q.ticket == "" {
-		q.newTicket()
-	}
-	ticket, mode := q.ticket, modeRegister
-	if q.registered {
-		mode = modeRefresh
-	}
+	// register, refresh
+	ticket := q.sending(a)
 	sent := time.Now()
-	q.checkAt = sent
 	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
-	res, err := l.b.acquire(ctx, q.k, ticket, mode)
+	res, err := l.backend.contend(ctx, q.k, ticket, a == refresh)
 	cancel()
 	if err != nil {
 		*failures++
 	} else {
 		*failures = 0
 	}
-	return l.afterAttempt(q, ticket, sent, res, err, *failures), false
-}
-
-// afterAttempt applies the driver's acquire reply and returns how long to
-// pause before the next step.
-func (l *Locker) afterAttempt(q *queue, ticket string, sent time.Time, res acquireResult, err error, failures int) pause {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if q.ticket != ticket {
-		return atOnce // a grant message got there first, or the ticket was dropped
+	p = q.attempted(ticket, sent, res, err, *failures)
+	l.tend(q)
+	return p, false
+}
+
+// wake ends the driver's sleep, or its next one.
+func (q *queue) wake() {
+	select {
+	case q.wakeup <- struct{}{}:
+	default:
 	}
-	if err != nil {
-		// The call may have run, or may still run: never reuse a ticket
-		// whose fate is unknown. Withdraw it and start over with a new one.
-		q.lastErr = err
-		q.withdrawTicket()
-		return pause(l.backoff(failures))
-	}
-	switch res.status {
-	case acquired:
-		l.handOff(q, grant{ticket: ticket, token: res.token, deadline: res.deadline})
-		l.settle(q)
-		return untilKicked
-	case placeLost, withdrawn:
-		q.newTicket() // queue again at once, under a new ticket
-		return atOnce
-	}
-	q.registered = true
-	q.ticketSince = sent
-	if q.checkAt.IsZero() {
-		// A grant for the ticket came while the call was on its way, too
-		// late in its claim lease to hand out: it asked for the re-check
-		// at once, which takes the grant while it lasts.
-		return atOnce
-	}
-	wait := l.recheckIn(res.retryIn)
-	q.checkAt = time.Now().Add(wait)
-	return pause(wait)
 }
 
 // recheckIn is when a waiting process looks again by itself: right after
@@ -196,40 +145,6 @@ func (l *Locker) recheckIn(holderLease time.Duration) time.Duration {
 		return holderLease + time.Millisecond + rand.N(holderLease/4+time.Millisecond)
 	}
 	return l.jitter(l.opts.RecheckInterval)
-}
-
-// retry is the driver's step for a backend that does not hand over
-// (Redlock): try with a fresh ticket, and on failure sleep until a release
-// wakes us or the re-check is due. The backend has already undone a failed
-// attempt on every node.
-func (l *Locker) retry(q *queue, failures *int) pause {
-	ticket := uuid.NewString()
-	ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
-	res, err := l.b.acquire(ctx, q.k, ticket, modeNoQueue)
-	cancel()
-	l.mu.Lock()
-	if err != nil {
-		q.lastErr = err
-		*failures++
-		l.mu.Unlock()
-		return pause(l.backoff(*failures))
-	}
-	*failures = 0
-	if res.status != acquired {
-		l.mu.Unlock()
-		return pause(l.recheckIn(res.retryIn))
-	}
-	if l.closed {
-		// Close began while we asked, and no Lock may start after it:
-		// withdraw the ticket that won it. The next step sees the Locker closed.
-		l.mu.Unlock()
-		l.withdraw(context.Background(), q.k, ticket)
-		return atOnce
-	}
-	l.handOff(q, grant{ticket: ticket, token: res.token, deadline: res.deadline})
-	l.settle(q)
-	l.mu.Unlock()
-	return untilKicked
 }
 
 // jitter spreads d by ±25%.

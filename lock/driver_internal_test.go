@@ -7,13 +7,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A grant whose claim lease is too short to hand out asks the driver for a
-// re-check at once (handOff zeroes checkAt). When that grant comes while
-// the driver's refresh of the same ticket is on its way, and the refresh
-// then replies "still waiting" (it ran before the grant), the reply must
-// not put the re-check off by a whole interval: by then the claim lease has
-// ended and the grant is lost. No Redis is needed: the test plays the
-// driver's steps in the order of that race.
+// A grant whose claim lease is too short to hand out asks for a re-check
+// at once (queue.pass). When that grant comes while the driver's refresh
+// of the same ticket is on its way, and the refresh then replies "still
+// waiting" (it ran before the grant), the reply must not put the re-check
+// off by a whole interval: by then the claim lease has ended and the grant
+// is lost. No Redis is needed: the test plays the queue's events in the
+// order of that race.
 func TestShortClaimDuringRefreshKeepsTheImmediateRecheck(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never contacted
 	defer c.Close()
@@ -23,28 +23,30 @@ func TestShortClaimDuringRefreshKeepsTheImmediateRecheck(t *testing.T) {
 	}
 	l.mu.Lock()
 	q := l.newQueue("res")
-	q.add(&waiter{ch: make(chan *Lock, 1)}, false)
-	ticket := q.newTicket()
-	q.registered = true
+	q.arrive(&waiter{ch: make(chan *Lock, 1)}, false)
+	ticket := q.sending(register)
+	q.attempted(ticket, time.Now(), acquireResult{status: waiting, queued: true, retryIn: time.Minute}, nil, 0)
+	if q.state != queued || q.ticket != ticket {
+		l.mu.Unlock()
+		t.Fatalf("after the registration: %v under %q, want queued under %q", q.state, q.ticket, ticket)
+	}
+	q.sending(refresh) // the re-check's refresh is on its way
 	sent := time.Now()
-	q.checkAt = sent // the driver's refresh is on its way (driveStep)
 	// The grant message: its claim lease, counted from before the last
 	// call that found the ticket waiting, is nearly over.
-	l.handOff(q, grant{ticket: ticket, token: 1, deadline: time.Now().Add(time.Millisecond), claim: true})
-	if !q.checkAt.IsZero() || len(q.waiters) != 1 {
+	q.pass(grant{ticket: ticket, token: 1, deadline: time.Now().Add(time.Millisecond), claim: true})
+	if !q.recheckNow || q.state != registering || len(q.waiters) != 1 {
 		l.mu.Unlock()
-		t.Fatalf("handOff: checkAt %v, %d waiters; want a re-check at once and the waiter kept", q.checkAt, len(q.waiters))
+		t.Fatalf("pass: recheckNow %v, %v, %d waiters; want a re-check at once once the refresh returns, and the waiter kept", q.recheckNow, q.state, len(q.waiters))
 	}
-	l.mu.Unlock()
 
-	wait := l.afterAttempt(q, ticket, sent, acquireResult{status: waiting, retryIn: time.Minute}, nil, 0)
+	wait := q.attempted(ticket, sent, acquireResult{status: waiting, queued: true, retryIn: time.Minute}, nil, 0)
 
-	l.mu.Lock()
-	checkAt := q.checkAt
-	q.waiters, q.ticket = nil, "" // nothing for Close to withdraw
+	due := q.state == queued && !q.checkAt.After(time.Now())
+	q.waiters, q.ticket, q.state = nil, "", free // nothing for Close to withdraw
 	l.mu.Unlock()
-	if wait != atOnce || !checkAt.IsZero() {
-		t.Errorf("after the refresh's reply: wait %v, checkAt %v; want the re-check at once", wait, checkAt)
+	if wait != atOnce || !due {
+		t.Errorf("after the refresh's reply: wait %v, re-check due %v; want the re-check at once", wait, due)
 	}
 	_ = l.Close()
 }

@@ -12,9 +12,9 @@ import (
 // SetHealthInterval shortens the subscription's health check for a test.
 // Call it before creating the Lockers it should apply to.
 func SetHealthInterval(d time.Duration) (restore func()) {
-	old := healthInterval
-	healthInterval = d
-	return func() { healthInterval = old }
+	old := hooks.healthInterval
+	hooks.healthInterval = d
+	return func() { hooks.healthInterval = old }
 }
 
 // The rules below each undo one safeguard of the scripts, for the negative
@@ -79,27 +79,24 @@ queued = ''
 // (one of the constants above) in place; restore undoes it for later ones.
 // A rule that replaces next_token follows token.lua, any other common.lua.
 func UseScriptRule(rule string) (restore func()) {
-	old, oldRule := safeScripts, scriptRule
-	safeScripts, scriptRule = ruleScripts(rule), rule
-	return func() { safeScripts, scriptRule = old, oldRule }
+	old := hooks.scripts
+	hooks.scripts = ruleScripts(rule)
+	return func() { hooks.scripts = old }
 }
 
 func ruleScripts(rule string) *scriptSet {
 	if strings.Contains(rule, "next_token =") {
-		return newScriptSet(rule, "")
+		return newScriptSet(scriptSources(rule, ""))
 	}
-	return newScriptSet("", rule)
+	return newScriptSet(scriptSources("", rule))
 }
-
-// scriptRule is the rule UseScriptRule put in place, "" for none.
-var scriptRule string
 
 // IgnoreCloseInAcquire makes Acquire return what it won even when Close
 // began meanwhile; restore undoes it. No Locker may be in use when either
 // is called.
 func IgnoreCloseInAcquire() (restore func()) {
-	testAcquireIgnoresClose = true
-	return func() { testAcquireIgnoresClose = false }
+	hooks.acquireIgnoresClose = true
+	return func() { hooks.acquireIgnoresClose = false }
 }
 
 // IgnoreRequeueTombstone lets a release queue the process under a ticket
@@ -114,31 +111,31 @@ end
 // reply is lost, as it does for ordinary commands; restore undoes it. No
 // Locker may be in use when either is called.
 func RetryScriptCalls() (restore func()) {
-	testRetryScriptCalls = true
-	return func() { testRetryScriptCalls = false }
+	hooks.retryScriptCalls = true
+	return func() { hooks.retryScriptCalls = false }
 }
 
 // NoReleaseInference makes a Release whose first call's reply was lost
 // report only what its second call saw; restore undoes it. No Locker may
 // be in use when either is called.
 func NoReleaseInference() (restore func()) {
-	testNoReleaseInference = true
-	return func() { testNoReleaseInference = false }
+	hooks.noReleaseInference = true
+	return func() { hooks.noReleaseInference = false }
 }
 
 // KeepSubMillisecond makes Lockers created from now on keep durations finer
 // than a millisecond, which Redis rounds down; restore undoes it.
 func KeepSubMillisecond() (restore func()) {
-	testKeepSubMillisecond = true
-	return func() { testKeepSubMillisecond = false }
+	hooks.keepSubMillisecond = true
+	return func() { hooks.keepSubMillisecond = false }
 }
 
 // UnsubscribeByQueue makes an ending driver remove its lock's channel entry
 // whenever it belongs to the same queue, also one a newer driver added;
 // restore undoes it.
 func UnsubscribeByQueue() (restore func()) {
-	testUnsubscribeByQueue = true
-	return func() { testUnsubscribeByQueue = false }
+	hooks.unsubscribeByQueue = true
+	return func() { hooks.unsubscribeByQueue = false }
 }
 
 // OnEvent calls fn at the steps testEvent marks: "subscribed" (a driver's
@@ -146,16 +143,16 @@ func UnsubscribeByQueue() (restore func()) {
 // remove it) and "unsubscribed", each with the lock's name. restore undoes
 // it. No Locker may be in use when either is called.
 func OnEvent(fn func(event, name string)) (restore func()) {
-	old := testEvent
-	testEvent = fn
-	return func() { testEvent = old }
+	old := hooks.onEvent
+	hooks.onEvent = fn
+	return func() { hooks.onEvent = old }
 }
 
 // ScriptSources are the sources of the scripts a Locker created now runs
 // through EVALSHA (with the rule UseScriptRule put in place, if any), to
 // load them into a server's script cache.
 func ScriptSources() []string {
-	s := ruleScripts(scriptRule)
+	s := Options{}.scripts()
 	return []string{s.acquire.src, s.release.src, s.withdraw.src, extendLua}
 }
 
@@ -178,12 +175,13 @@ func ScriptCall(args []string) (script, mode, ticket string) {
 		}
 		return ""
 	}
+	s := Options{}.scripts()
 	switch args[1] {
-	case safeScripts.acquire.Hash():
+	case s.acquire.Hash():
 		return "acquire", arg(3), arg(0)
-	case safeScripts.release.Hash():
+	case s.release.Hash():
 		return "release", "", arg(0)
-	case safeScripts.withdraw.Hash():
+	case s.withdraw.Hash():
 		return "withdraw", "", arg(1)
 	case extendScript.Hash():
 		return "extend", "", arg(0)
@@ -221,7 +219,7 @@ func (l *Locker) Listening(name string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	q := l.queues[name]
-	return q != nil && q.listening
+	return q != nil && q.driver == listening
 }
 
 // ID is this Locker's process id, under which it stands in the locks'

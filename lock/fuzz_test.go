@@ -112,7 +112,7 @@ func FuzzKeyLayout(f *testing.F) {
 		{"app}", "a", "b"},
 		{"{}", "a", "b"},
 		{"p", "\xff", "\u00ff"},
-		{"", "a:void:00000000-0000-0000-0000-000000000000", "a"},
+		{"", "a:tombstone:00000000-0000-0000-0000-000000000000", "a"},
 	} {
 		f.Add(seed.prefix, seed.a, seed.b, []byte("ticket-a........"), []byte("ticket-b........"))
 	}

@@ -35,5 +35,8 @@ func (k keys) forTicket(ticket string) []string {
 }
 
 // tombstone is the key that marks ticket withdrawn, so that a late request
-// carrying it fails. (The key's name says void, for the same idea.)
-func (k keys) tombstone(ticket string) string { return k.lock + ":void:" + ticket }
+// carrying it fails. Only the process that owns the ticket writes or reads
+// it, so its name can change from one version to the next without a
+// migration; the other keys are shared by every process that locks the
+// name, and keep theirs.
+func (k keys) tombstone(ticket string) string { return k.lock + ":tombstone:" + ticket }

@@ -12,7 +12,7 @@ import (
 // lease (unless renewal is disabled) and closes Lost the moment the lease
 // can no longer be vouched for. A Lock is safe for concurrent use.
 type Lock struct {
-	l        *Locker
+	locker   *Locker
 	name     string
 	k        keys
 	owner    string
@@ -54,7 +54,7 @@ type Lock struct {
 func (l *Locker) newLock(q *queue, g grant) *Lock {
 	check := g.claim || g.run != nil
 	lk := &Lock{
-		l:        l,
+		locker:   l,
 		name:     q.name,
 		k:        q.k,
 		owner:    g.ticket,
@@ -178,19 +178,19 @@ func (lk *Lock) Extend(ctx context.Context) error {
 		return err
 	}
 	sent := time.Now()
-	deadline, ok, err := lk.l.b.extend(ctx, lk.k, lk.owner)
+	deadline, ok, err := lk.locker.backend.extend(ctx, lk.k, lk.owner)
 	if err != nil {
 		return fmt.Errorf("lock: extend %q: %w", lk.name, err)
 	}
 	if !ok {
 		if lk.run != nil {
-			lk.l.foundLost(lk.run, lk.name)
+			lk.locker.foundLost(lk.run, lk.name)
 		}
 		lk.lose(ErrLeaseLost)
 		return fmt.Errorf("%w: %q", ErrNotHeld, lk.name)
 	}
 	if lk.run != nil {
-		lk.l.confirmed(lk.run, sent)
+		lk.locker.confirmed(lk.run, sent)
 	}
 	if err := lk.extended(deadline); err != nil {
 		return fmt.Errorf("%w: %q", err, lk.name)
@@ -238,7 +238,7 @@ func (lk *Lock) Release(ctx context.Context) error {
 	}
 	lk.released = true
 	reported := lk.lostErr != nil
-	lk.l.dog.remove(lk)
+	lk.locker.dog.remove(lk)
 	// A renewal already in flight may still land: before the release
 	// script it extends a lease about to be deleted, after it it finds no
 	// owner and, the Lock being released, reports nothing.
@@ -253,8 +253,8 @@ func (lk *Lock) Release(ctx context.Context) error {
 		c(context.Canceled)
 	}
 
-	released, err := lk.l.release(ctx, lk)
-	obs := lk.l.opts.Observer
+	released, err := lk.locker.release(ctx, lk)
+	obs := lk.locker.opts.Observer
 	obs.Released(lk.name, time.Since(lk.acquired))
 	if lostErr == nil && err == nil && !released {
 		// The key was already gone or someone else's, or (passed on
@@ -301,7 +301,7 @@ func (lk *Lock) nextEvent() time.Time {
 // renews reports whether the watchdog renews lk: with renewal on, and
 // until a claim lease is extended to the TTL in any case. Caller holds
 // lk.mu.
-func (lk *Lock) renews() bool { return !lk.l.opts.DisableRenewal || lk.claim }
+func (lk *Lock) renews() bool { return !lk.locker.opts.DisableRenewal || lk.claim }
 
 // due is called by the watchdog when lk's time has come. At the deadline
 // (unless a renewal moved it meanwhile), the lease is lost, whatever a
@@ -322,21 +322,21 @@ func (lk *Lock) due() {
 		return
 	}
 	if !lk.renews() || lk.renewing || now.Before(lk.renewAt) {
-		lk.l.dog.schedule(lk, lk.nextEvent()) // early: the deadline moved
+		lk.locker.dog.schedule(lk, lk.nextEvent()) // early: the deadline moved
 		lk.mu.Unlock()
 		return
 	}
 	lk.renewing = true
-	lk.l.dog.schedule(lk, lk.deadline)
+	lk.locker.dog.schedule(lk, lk.deadline)
 	lk.mu.Unlock()
-	lk.l.goTracked(lk.renew)
+	lk.locker.goTracked(lk.renew)
 }
 
 // renew is the watchdog's renewal: it extends the lease, and after a
 // failure tries again with backoff until the deadline. A renewal that
 // finds another owner declares the loss (in Extend).
 func (lk *Lock) renew() {
-	l := lk.l
+	l := lk.locker
 	deadline := lk.Deadline()
 	ctx, cancel := context.WithDeadline(l.ctx, deadline)
 	err := lk.Extend(ctx)
@@ -368,7 +368,7 @@ func (lk *Lock) lose(cause error) {
 		return
 	}
 	lk.lostErr = cause
-	lk.l.dog.remove(lk)
+	lk.locker.dog.remove(lk)
 	cancels := lk.cancels
 	lk.cancels = nil
 	lk.mu.Unlock()
@@ -377,6 +377,6 @@ func (lk *Lock) lose(cause error) {
 		c(cause)
 	}
 	close(lk.lost)
-	lk.l.opts.Observer.LeaseLost(lk.name)
-	lk.l.leaseEnded(lk, cause)
+	lk.locker.opts.Observer.LeaseLost(lk.name)
+	lk.locker.leaseEnded(lk, cause)
 }

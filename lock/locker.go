@@ -28,9 +28,9 @@ import (
 // (watchdog.fire calls Lock.due after releasing it). redlock.mu guards only
 // the count of node calls in flight and is taken with none of them held.
 type Locker struct {
-	b    backend
-	opts Options
-	id   string // this process's identity in the locks' wait queues
+	backend backend
+	opts    Options
+	id      string // this process's identity in the locks' wait queues
 
 	ctx    context.Context // ends at Close: stops drivers, watchdogs, the subscription
 	cancel context.CancelFunc
@@ -61,15 +61,15 @@ func newLocker(opts Options, mk func(Options, string) backend) (*Locker, error) 
 	id := uuid.NewString()
 	b := mk(opts, id)
 	l := &Locker{
-		b:      b,
-		opts:   opts,
-		id:     id,
-		ctx:    ctx,
-		cancel: cancel,
-		queues: make(map[string]*queue),
-		subs:   make([]*subscriber, len(b.subscribers())),
+		backend: b,
+		opts:    opts,
+		id:      id,
+		ctx:     ctx,
+		cancel:  cancel,
+		queues:  make(map[string]*queue),
+		subs:    make([]*subscriber, len(b.subscribers())),
 	}
-	l.dog.l = l
+	l.dog.locker = l
 	return l, nil
 }
 
@@ -157,15 +157,13 @@ func (l *Locker) Close() error {
 	var held []*Lock
 	var tickets []withdrawal
 	for _, q := range l.queues {
-		if q.holder != nil {
-			held = append(held, q.holder)
+		holder, ts := q.close()
+		if holder != nil {
+			held = append(held, holder)
 		}
-		for _, t := range append(q.withdrawing, q.ticket) {
-			if t != "" {
-				tickets = append(tickets, withdrawal{q.k, t})
-			}
+		for _, t := range ts {
+			tickets = append(tickets, withdrawal{q.k, t})
 		}
-		q.ticket, q.withdrawing, q.pending = "", nil, nil
 	}
 	l.mu.Unlock()
 	for _, g := range tickets {
@@ -182,9 +180,7 @@ func (l *Locker) Close() error {
 		}
 	}
 	l.wg.Wait()
-	if c, ok := l.b.(interface{ close() }); ok {
-		c.close()
-	}
+	l.backend.close()
 	return nil
 }
 
@@ -193,13 +189,14 @@ func (l *Locker) Close() error {
 // ticket, and if the process is first in line the lock comes straight back:
 // the oldest local waiter then holds it after one round trip. Before that,
 // while lk has reserved tokens left, the next local waiter takes the lock
-// at once (passOn), and release returns when a check of the key sent after
-// that answers.
+// at once (passHeld), and release returns when a check of the key sent
+// after that answers.
 func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err error) {
 	l.mu.Lock()
 	q := l.queues[lk.name]
 	if q != nil {
-		if checked := l.passOn(q, lk); checked != nil {
+		if checked := q.passHeld(lk); checked != nil {
+			l.tend(q)
 			l.mu.Unlock()
 			select {
 			case err := <-checked:
@@ -215,19 +212,17 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 			}
 		}
 	}
-	if lk.run != nil {
-		lk.run.ended = true
-	}
 	requeue := ""
-	if q != nil && q.holder == lk && len(q.waiters) > 0 && q.ticket == "" && q.listening && !l.closed && l.b.handsOver() {
-		requeue = q.newTicket()
-		q.checkAt = q.ticketSince // the release queues it (see checkAt)
+	if q != nil {
+		requeue = q.release(lk)
+	} else if lk.run != nil {
+		lk.run.ended = true
 	}
 	l.mu.Unlock()
 
 	sent := time.Now()
-	res, err := l.b.release(ctx, lk.k, lk.owner, requeue)
-	if err == nil && res.requeueLost && !res.released && time.Now().Before(lk.Deadline()) && !testNoReleaseInference {
+	res, err := l.backend.release(ctx, lk.k, lk.owner, requeue)
+	if err == nil && res.requeueLost && !res.released && time.Now().Before(lk.Deadline()) && !hooks.noReleaseInference {
 		// The first call's reply was lost and the second found the lock gone
 		// or someone else's. The key lives at least until the Lock's
 		// deadline, and only this Lock's owner can delete it before then:
@@ -253,33 +248,11 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 
 	l.mu.Lock()
 	unwanted := ""
-	if err == nil && res.granted && l.closed {
-		// Close began while we released, and the lock came back to this
-		// process: nobody here may take it any more. Pass it on.
-		unwanted = res.ticket
-	}
 	if q != nil && l.queues[lk.name] == q {
-		if q.holder == lk {
-			q.holder = nil
-		}
-		if (err != nil || res.requeueLost) && requeue != "" && q.ticket == requeue {
-			q.withdrawTicket() // it may or may not be queued
-		}
-		switch {
-		case unwanted != "" || err != nil:
-		case res.granted && res.ticket == q.ticket:
-			l.handOff(q, grant{ticket: res.ticket, token: res.token, last: res.last, deadline: res.deadline})
-		case res.granted:
-			// Granted to a ticket of ours that is no longer wanted: pass it on.
-			q.withdrawing = append(q.withdrawing, res.ticket)
-		case requeue != "" && q.ticket == requeue:
-			q.registered = true
-			q.ticketSince = sent
-			if !q.checkAt.IsZero() { // else a grant asked for the re-check at once
-				q.checkAt = time.Now().Add(l.jitter(l.opts.RecheckInterval))
-			}
-		}
-		l.settle(q)
+		unwanted = q.released(lk, requeue, sent, res, err)
+		l.tend(q)
+	} else if err == nil && res.granted {
+		unwanted = res.ticket
 	}
 	l.mu.Unlock()
 	if unwanted != "" {
@@ -293,52 +266,28 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 // hand-off answered (Close, its context, a failed release of the run).
 var errUnchecked = errors.New("no check of the key answered after the hand-off")
 
-// passOn hands the lock lk holds to q's oldest waiter without a call to
-// Redis, if lk has a reserved token left (grant.last) and at least half a
-// lease: the key stays as it is, owned by lk's ticket, and the new Lock
-// carries that ticket, the next token, and lk's deadline. The tokens were
-// reserved in Redis with the first (the counter holds the last of them),
-// so they increase from hold to hold, and whoever takes the lock after
-// this run gets a larger one, even if this process dies mid-run. Each
-// reply reserves burst - 1, so a process holds at most burst times in a
-// row while another waits.
-//
-// Nothing has checked the key since lk's hold began, and Redis may have
-// lost it meanwhile (a restart, a failover, an eviction). So the new Lock
-// renews its lease at once, and lk's Release waits for that check, or
-// any later one of the run (see run): passOn returns the channel that
-// answers it, nil when it did not pass the lock on. With renewal
-// disabled, every Lock gets a lease of its own from Redis instead, and
-// with WaitReplicas, an acquisition of its own to confirm on the
-// replicas. Caller holds Locker.mu.
-func (l *Locker) passOn(q *queue, lk *Lock) <-chan error {
-	if q.holder != lk || len(q.waiters) == 0 || q.ticket != "" || l.closed ||
-		l.opts.DisableRenewal || l.opts.WaitReplicas > 0 || lk.token >= lk.last || lk.run.lost != nil {
-		return nil
+// tend is called under Locker.mu after every event of q: it starts or
+// wakes q's driver while q has work (goroutines waiting, a ticket, tickets
+// to withdraw), and forgets q when nothing is left.
+func (l *Locker) tend(q *queue) {
+	if len(q.waiters) > 0 || q.ticket != "" || len(q.withdrawing) > 0 {
+		if q.driver == stopped && !l.closed {
+			q.driver = starting
+			if q.wakeup == nil {
+				q.wakeup = make(chan struct{}, 1)
+			}
+			l.wg.Add(1)
+			go l.drive(q)
+		}
 	}
-	lk.mu.Lock()
-	g := grant{ticket: lk.owner, token: lk.token + 1, last: lk.last, deadline: lk.deadline, claim: lk.claim, run: lk.run}
-	lost := lk.lostErr != nil
-	lk.mu.Unlock()
-	least := l.opts.TTL / 2
-	if g.claim {
-		// A claim lease, still being extended (the new Lock extends it
-		// too): half of it, as handOff asks of any grant with one.
-		least = l.opts.claimLease() / 2
+	if q.driver != stopped {
+		q.wake() // also when nothing is left: the driver ends
+		return
 	}
-	if lost || time.Until(g.deadline) < least {
-		return nil
+	if !q.busy() && len(q.waiters) == 0 && l.queues[q.name] == q {
+		delete(l.queues, q.name)
 	}
-	checked := lk.run.await() // before the new Lock's check is sent
-	q.holder = nil
-	l.give(q, g) // not handOff: the claim's remainder was judged above, on one clock reading
-	l.settle(q)
-	return checked
 }
-
-// testNoReleaseInference lets a test report only what a release's second
-// call saw, to show the failure the inference from the deadline prevents.
-var testNoReleaseInference = false
 
 // leaseEnded is told by a Lock that lost its lease: it no longer keeps this
 // process's other waiters from contending, and its run is over.
@@ -348,9 +297,9 @@ func (l *Locker) leaseEnded(lk *Lock, cause error) {
 	if lk.run != nil {
 		lk.run.runLost(cause)
 	}
-	if q := l.queues[lk.name]; q != nil && q.holder == lk {
-		q.holder = nil
-		l.settle(q)
+	if q := l.queues[lk.name]; q != nil {
+		q.lost(lk)
+		l.tend(q)
 	}
 }
 
@@ -358,8 +307,8 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool) (*Lock, er
 	start := time.Now()
 	lk, contended, err := l.acquireOrWait(ctx, name, wait, start)
 	if err == nil {
-		err = l.b.confirm(ctx, lk)
-		if err == nil && l.isClosed() && !testAcquireIgnoresClose {
+		err = l.backend.confirm(ctx, lk)
+		if err == nil && l.isClosed() && !hooks.acquireIgnoresClose {
 			// Close began while we acquired. It may have told this Lock
 			// ErrClosed, or may have run before the Lock existed and
 			// then nothing watches its lease: either way the caller must
@@ -404,24 +353,22 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, star
 		// Nobody here holds or awaits the lock: try Redis directly. While the
 		// attempt is in flight, other goroutines queue behind it.
 		q = l.newQueue(name)
-		q.attempting = true
+		q.tryStart()
 		l.mu.Unlock()
 
 		g, err := l.tryOnce(ctx, q)
 
 		l.mu.Lock()
-		q.attempting = false
-		if g != nil && l.closed && !testAcquireIgnoresClose {
+		if g != nil && l.closed && !hooks.acquireIgnoresClose {
 			// Close began while we asked: no Lock may start after it
 			// (nothing would renew it or report its loss). Withdraw it.
-			l.settle(q)
+			q.tried(nil)
+			l.tend(q)
 			l.mu.Unlock()
 			l.withdraw(ctx, q.k, g.ticket)
 			return nil, false, ErrClosed
 		}
-		if g != nil {
-			lk := l.newLock(q, *g)
-			q.holder = lk
+		if lk := q.tried(g); lk != nil {
 			l.mu.Unlock()
 			return lk, false, nil
 		}
@@ -429,15 +376,15 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, star
 			err = fmt.Errorf("%w: %q is held", ErrNotAcquired, name)
 		}
 		if err != nil {
-			l.settle(q)
+			l.tend(q)
 			l.mu.Unlock()
 			return nil, false, err
 		}
 		front = true // it came first, so it goes first
 	}
 	w := &waiter{ch: make(chan *Lock, 1)}
-	q.add(w, front)
-	l.settle(q)
+	q.arrive(w, front)
+	l.tend(q)
 	l.mu.Unlock()
 
 	// The wait's own deadline, set only now: a context with a timeout is a
@@ -458,9 +405,9 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, star
 		cause = ErrClosed
 	}
 	l.mu.Lock()
-	removed := q.remove(w)
+	removed := q.leave(w)
 	lastErr := q.lastErr
-	l.settle(q)
+	l.tend(q)
 	l.mu.Unlock()
 	if !removed {
 		// The lock was handed to us just as the wait ended: pass it on.
@@ -477,37 +424,24 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, star
 
 // tryOnce is the uncontended path: one acquire script that takes the lock
 // if it is free and nobody is queued for it. It returns the lock won, or
-// (nil, nil) when the lock is taken.
-//
-// The call is never sent twice with one ticket (single.acquire says why).
-// When it fails without a reply, the script may have run and taken the
-// lock, or may still run: fail closed, withdraw the ticket (bsm/redislock
-// leaves such a lock orphaned until its TTL). Then, if the backend sends
-// attempts without go-redis's retries, try again with a new ticket, up to
-// tryAttempts in all, as go-redis would have retried the call: a broken
-// pooled connection or a server restarting should not fail an Acquire
-// that a moment later would succeed.
+// (nil, nil) when the lock is taken. An attempt that failed without a reply
+// and was undone is made again, up to tryAttempts in all, as go-redis
+// would have retried the call: a broken pooled connection or a server
+// restarting should not fail an Acquire that a moment later would succeed.
 func (l *Locker) tryOnce(ctx context.Context, q *queue) (*grant, error) {
-	var err error
 	for attempt := 1; ; attempt++ {
-		ticket := uuid.NewString()
-		var res acquireResult
-		res, err = l.b.acquire(ctx, q.k, ticket, modeNoQueue)
+		res, err := l.backend.attempt(ctx, q.k)
 		if err == nil {
 			if res.status != acquired {
 				return nil, nil
 			}
-			return &grant{ticket: ticket, token: res.token, deadline: res.deadline}, nil
-		}
-		if l.b.sendsAttemptsOnce() {
-			// A backend that retries an attempt itself (Redlock) has
-			// already withdrawn the ticket on every node.
-			l.withdraw(ctx, q.k, ticket)
+			return &grant{ticket: res.owner, token: res.token, deadline: res.deadline}, nil
 		}
 		if ctx.Err() != nil {
 			return nil, notAcquired(q.name, ctx.Err())
 		}
-		if attempt == tryAttempts || !l.b.sendsAttemptsOnce() || !sleepCtx(ctx, l.ctx, l.backoff(attempt)) {
+		var u undone
+		if !errors.As(err, &u) || attempt == tryAttempts || !sleepCtx(ctx, l.ctx, l.backoff(attempt)) {
 			return nil, notAcquired(q.name, err)
 		}
 	}
@@ -539,10 +473,6 @@ func (l *Locker) isClosed() bool {
 	return l.closed
 }
 
-// testAcquireIgnoresClose lets a test switch off Acquire's check for a
-// Close that began meanwhile, to show the failure the check prevents.
-var testAcquireIgnoresClose = false
-
 // withdraw gives ticket up for good, also after the caller's context
 // ended: it deletes the lock if ticket owns it (passing it to the next
 // waiter), takes the ticket out of the queue, and leaves a tombstone that
@@ -551,7 +481,7 @@ var testAcquireIgnoresClose = false
 func (l *Locker) withdraw(ctx context.Context, k keys, ticket string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	_ = l.b.withdraw(cctx, k, ticket)
+	_ = l.backend.withdraw(cctx, k, ticket)
 }
 
 // checkName refuses names that would break the hash tag: an empty tag, or

@@ -125,7 +125,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.TTL == 0 {
 		o.TTL = DefaultTTL
 	}
-	if !testKeepSubMillisecond {
+	if !hooks.keepSubMillisecond {
 		// Redis keeps leases in whole milliseconds and the scripts are sent
 		// TTL.Milliseconds(). Every deadline the Locker computes adds these
 		// durations, so they are rounded down here, once: a deadline must
@@ -201,10 +201,6 @@ func (o Options) fenceTTLms() int64 {
 	}
 	return o.FenceTTL.Milliseconds()
 }
-
-// testKeepSubMillisecond lets a test keep durations finer than Redis's
-// milliseconds, to show the failure the rounding prevents.
-var testKeepSubMillisecond = false
 
 // Observer is told what the Locker does, for metrics. Methods are called
 // synchronously on the Locker's goroutines and must be fast. Embed

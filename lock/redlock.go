@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -84,8 +85,6 @@ type redlock struct {
 	idle     *sync.Cond
 }
 
-func (r *redlock) handsOver() bool                      { return false }
-func (r *redlock) sendsAttemptsOnce() bool              { return false }
 func (r *redlock) subscribers() []redis.UniversalClient { return r.nodes }
 func (r *redlock) confirm(context.Context, *Lock) error { return nil }
 
@@ -140,7 +139,20 @@ collect:
 	return replies
 }
 
-func (r *redlock) acquire(ctx context.Context, k keys, ticket string, _ acquireMode) (acquireResult, error) {
+// contend tries again: no queue spans the nodes (different nodes could
+// grant to different processes, and none would have a quorum), so waiting
+// processes try again when a release wakes them, or at the re-check. The
+// process's ticket is not used: every try has a ticket of its own, as a
+// failed one is withdrawn on every node.
+func (r *redlock) contend(ctx context.Context, k keys, _ string, _ bool) (acquireResult, error) {
+	return r.attempt(ctx, k)
+}
+
+// attempt takes the lock on a quorum of nodes under a new ticket, or
+// undoes the attempt everywhere. Each node's client retries its own call,
+// so a failed attempt is not tried again at once.
+func (r *redlock) attempt(ctx context.Context, k keys) (acquireResult, error) {
+	ticket := uuid.NewString()
 	start := time.Now()
 	replies := onEach(ctx, r, func(ctx context.Context, _ int, c redis.UniversalClient) ([]int64, error) {
 		return r.acquireScript.Run(ctx, c, k.forTicket(ticket),
@@ -167,7 +179,7 @@ func (r *redlock) acquire(ctx context.Context, k keys, ticket string, _ acquireM
 	}
 	deadline := start.Add(r.opts.TTL - r.drift())
 	if len(held) >= r.quorum && time.Now().Before(deadline) && r.raiseFences(ctx, k, held, token) {
-		return acquireResult{status: acquired, token: token, deadline: deadline}, nil
+		return acquireResult{status: acquired, owner: ticket, token: token, deadline: deadline}, nil
 	}
 	// Not a quorum, or too late to be worth anything: undo everywhere.
 	r.withdrawEverywhere(ctx, k, ticket)

@@ -23,10 +23,10 @@ import (
 )
 
 // A Locker forgets a name once nobody here holds or awaits it, also after
-// a hand-off between two of its goroutines. The driver parks in
-// driveStep's "q.busy()" case with no timer while a local goroutine holds
-// the lock; unless the last release kicks it (settle pokes a driving
-// queue), the queue would stay in Locker.queues with its goroutine and its
+// a hand-off between two of its goroutines. The driver sleeps with no
+// timer while a local goroutine holds the lock; unless the last release
+// wakes it (Locker.tend wakes a running driver after every event), the
+// queue would stay in Locker.queues with its goroutine and its
 // Pub/Sub channel, and every later TryAcquire of the name in this process
 // would fail with "held or awaited in this process" although the lock is
 // free.
@@ -107,8 +107,8 @@ func TestCloseWithdrawsQueuedTicket(t *testing.T) {
 // locally, and a grant for the old ticket may arrive meanwhile. Handed to
 // the new goroutine, it would make a live Lock (Lost open, Err nil) of a
 // lock the withdraw then deletes and passes to somebody else. The ticket
-// leaves q.ticket before the withdraw is sent (queue.withdrawTicket), so
-// deliverGrant finds the grant stale.
+// leaves q.ticket before the withdraw is sent (queue.dropTicket), so
+// queue.grantArrived finds the grant stale.
 //
 // The withdraw is delayed on the network (150 ms, as in
 // TestLateAcquireAfterWithdrawIsRefused), which makes the interleaving
@@ -173,7 +173,7 @@ func TestGrantDuringWithdrawIsNotHandedOut(t *testing.T) {
 	// and W2's own registration land, W2's Lock must be the one Redis
 	// holds, and nobody else may get in.
 	eventually(t, 5*time.Second, "the delayed withdraw(T) to land", func() bool {
-		return admin.Exists(ctx, lockKey("res")+":void:"+ticketT).Val() == 1
+		return admin.Exists(ctx, lockKey("res")+":tombstone:"+ticketT).Val() == 1
 	})
 	if got := holder(admin, "res"); got != lkP.Owner() {
 		t.Fatalf("W2's live Lock %q is not the lock's owner in Redis (%q)", lkP.Owner(), got)

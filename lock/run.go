@@ -3,7 +3,7 @@ package lock
 import "time"
 
 // run is one acquisition from Redis and the Locks a process passes it on
-// to among its own goroutines without asking Redis (Locker.passOn): one
+// to among its own goroutines without asking Redis (queue.passHeld): one
 // owner ticket in Redis, several holds in a row. A hold that ends with a
 // hand-off in memory has not been checked against Redis at its end, and
 // Redis may have lost the key meanwhile (a restart, a failover, an

@@ -10,30 +10,29 @@ import (
 // The scripts are loaded once per server: redis.Script runs EVALSHA and falls
 // back to EVAL (which also caches the script) when the server answers
 // NOSCRIPT, for example after a restart. Each step of the lock is one script,
-// so each is atomic and costs one round trip.
+// so each is atomic and costs one round trip. Each file in lua/ is a whole
+// script, as Redis runs it; acquire, release and withdraw (and their
+// counter-token variants) are put together from the shared parts in
+// lua/parts/ (see scripts_gen_test.go), and a test keeps them up to date.
 var (
-	//go:embed lua/token.lua
-	tokenLua string
-	//go:embed lua/common.lua
-	commonLua string
-	//go:embed lua/acquire_fast.lua
-	acquireFastLua string
 	//go:embed lua/acquire.lua
 	acquireLua string
-	//go:embed lua/release_fast.lua
-	releaseFastLua string
 	//go:embed lua/release.lua
 	releaseLua string
 	//go:embed lua/withdraw.lua
 	withdrawLua string
+	//go:embed lua/acquire_counter_tokens.lua
+	acquireCounterTokensLua string
+	//go:embed lua/release_counter_tokens.lua
+	releaseCounterTokensLua string
+	//go:embed lua/withdraw_counter_tokens.lua
+	withdrawCounterTokensLua string
 	//go:embed lua/extend.lua
 	extendLua string
 	//go:embed lua/redlock_withdraw.lua
 	redlockWithdrawLua string
 	//go:embed lua/raise_fence.lua
 	raiseFenceLua string
-	//go:embed lua/unsafe_counter_tokens.lua
-	unsafeCounterTokensLua string
 
 	extendScript          = redis.NewScript(extendLua)
 	redlockWithdrawScript = redis.NewScript(redlockWithdrawLua)
@@ -41,12 +40,15 @@ var (
 
 	// safeScripts are the lock's scripts; counterTokenScripts issue tokens
 	// by the unsafe rule of Options.UnsafeCounterTokens.
-	safeScripts         = newScriptSet("", "")
-	counterTokenScripts = newScriptSet(unsafeCounterTokensLua, "")
+	safeScripts         = newScriptSet(acquireLua, releaseLua, withdrawLua)
+	counterTokenScripts = newScriptSet(acquireCounterTokensLua, releaseCounterTokensLua, withdrawCounterTokensLua)
 )
 
-// scriptSet is the scripts built on common.lua: the ones that issue tokens
-// and hand the lock over.
+func newScriptSet(acquire, release, withdraw string) *scriptSet {
+	return &scriptSet{acquire: newScript(acquire), release: newScript(release), withdraw: newScript(withdraw)}
+}
+
+// scriptSet is the scripts that issue tokens and hand the lock over.
 type scriptSet struct {
 	acquire, release, withdraw *script
 }
@@ -78,7 +80,7 @@ func (onceCmd) NoRetry() bool { return true }
 // send it twice. An error other than a script error then means the script
 // ran once or not at all, and the caller cannot tell which.
 func runOnce(ctx context.Context, c redis.UniversalClient, s *script, keys []string, args ...any) *redis.Cmd {
-	if testRetryScriptCalls {
+	if hooks.retryScriptCalls {
 		return s.Run(ctx, c, keys, args...)
 	}
 	cmd := evalCmd(ctx, "evalsha", s.Hash(), keys, args)
@@ -99,41 +101,13 @@ func evalCmd(ctx context.Context, verb, script string, keys []string, args []any
 	return redis.NewCmd(ctx, append(a, args...)...)
 }
 
-// testRetryScriptCalls lets a test send every script call through
-// go-redis's ordinary retries, to show the failure runOnce prevents.
-var testRetryScriptCalls = false
-
-// newScriptSet builds the scripts built on common.lua. Each is, in order:
-//
-//   - the release's fast path (release_fast.lua), which issues no token and
-//     so runs before any function below is defined;
-//   - token.lua, the clock and the fencing token, then tokenRule, which may
-//     replace its functions (Options.UnsafeCounterTokens);
-//   - the acquire's fast path (acquire_fast.lua), which issues a token by
-//     that rule;
-//   - its general path, wrapped in a function that only the cases the fast
-//     path left run: common.lua, then rule, which may replace common.lua's
-//     functions, then the script's own text. Lua defines a function's local
-//     functions only when it runs, so the fast path pays for none of
-//     common.lua's helpers.
-//
-// The fast paths settle the uncontended case and return.
-func newScriptSet(tokenRule, rule string) *scriptSet {
-	build := func(beforeToken, fast, general string) *script {
-		return newScript(beforeToken + tokenLua + tokenRule + fast +
-			"local function general()\n" + commonLua + rule + general + "\nend\nreturn general()\n")
-	}
-	return &scriptSet{
-		acquire:  build("", acquireFastLua, acquireLua),
-		release:  build(releaseFastLua, "", releaseLua),
-		withdraw: build("", "", withdrawLua),
-	}
-}
-
 // scripts is the script set these options select.
 func (o Options) scripts() *scriptSet {
-	if o.UnsafeCounterTokens {
+	switch {
+	case o.UnsafeCounterTokens:
 		return counterTokenScripts
+	case hooks.scripts != nil:
+		return hooks.scripts
 	}
 	return safeScripts
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -31,7 +32,7 @@ func newSingle(client redis.UniversalClient, opts Options, id string) *single {
 // burst is how many holds in a row a process may make while other
 // processes wait: a release's reply reserves burst - 1 tokens after the one
 // it issues (release.lua), for hand-offs within the process that skip
-// Redis (Locker.passOn). 4 lets three of four hand-offs be local, and
+// Redis (queue.passHeld). 4 lets three of four hand-offs be local, and
 // bounds how long the others wait for their turn.
 const burst = 4
 
@@ -40,9 +41,37 @@ var burstArg any = burst
 // The acquire modes as interfaces, for the same reason.
 var modeArgs = map[acquireMode]any{modeNoQueue: string(modeNoQueue), modeRegister: string(modeRegister), modeRefresh: string(modeRefresh)}
 
-func (s *single) handsOver() bool                      { return true }
-func (s *single) sendsAttemptsOnce() bool              { return true }
 func (s *single) subscribers() []redis.UniversalClient { return []redis.UniversalClient{s.client} }
+func (s *single) close()                               {}
+
+// attempt is the uncontended acquire script (mode '0') under a new ticket.
+// It is never sent twice (acquire says why): when it fails without a
+// reply, the script may have run and taken the lock, or may still run, so
+// the ticket is withdrawn (bsm/redislock leaves such a lock orphaned until
+// its TTL), and the error says another attempt is safe.
+func (s *single) attempt(ctx context.Context, k keys) (acquireResult, error) {
+	ticket := uuid.NewString()
+	res, err := s.acquire(ctx, k, ticket, modeNoQueue)
+	if err != nil {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		_ = s.withdraw(wctx, k, ticket)
+		cancel()
+		return res, undone{err}
+	}
+	return res, nil
+}
+
+// contend queues the process under ticket (mode '1'), or refreshes its
+// place (mode '2'); a release script then hands the lock over.
+func (s *single) contend(ctx context.Context, k keys, ticket string, refresh bool) (acquireResult, error) {
+	mode := modeRegister
+	if refresh {
+		mode = modeRefresh
+	}
+	res, err := s.acquire(ctx, k, ticket, mode)
+	res.queued = err == nil && res.status == waiting
+	return res, err
+}
 
 func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquireMode) (acquireResult, error) {
 	sent := time.Now()
@@ -78,6 +107,7 @@ func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquir
 	}
 	r := acquireResult{status: acquireStatus(v[0]), token: v[1]}
 	if r.status == acquired {
+		r.owner = ticket
 		// The lease started when the script ran, after we sent it.
 		r.deadline = sent.Add(ms(v[2]))
 	} else {
@@ -118,6 +148,7 @@ func (s *single) release(ctx context.Context, k keys, owner, requeue string) (re
 	r := releaseResult{requeueLost: lost}
 	r.released = v[0] == int64(1)
 	r.granted = v[1] == int64(1)
+	r.queued = requeue != "" && !r.granted
 	r.token, _ = v[2].(int64)
 	ttl, _ := v[3].(int64)
 	r.deadline = sent.Add(ms(ttl))

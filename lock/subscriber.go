@@ -12,20 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// testUnsubscribeByQueue lets a test remove a channel's entry whenever it
-// belongs to the same queue, as an ending driver once did, to show the
-// failure that matching the driver's own entries prevents.
-var testUnsubscribeByQueue = false
-
-// testEvent tells a test of a step it needs to order others around; a
-// no-op unless a test replaces it before creating its Lockers.
-var testEvent = func(event, name string) {}
-
-// healthInterval is how long the subscription may stay silent before it is
-// pinged; a ping unanswered for as long again means the connection is dead
-// (a peer gone without a FIN), and it is replaced.
-var healthInterval = 5 * time.Second
-
 // subscriber is the process's one Pub/Sub connection to a Redis deployment
 // (one per node in Redlock mode). It listens on the channels of the locks
 // that goroutines of this process wait for, and ends when nobody waits. Redisson also shares one subscription per lock and
@@ -65,7 +51,7 @@ func (l *Locker) subscribe(q *queue) {
 	}
 	var subs []*subscriber
 	var ready []chan struct{}
-	for i, c := range l.b.subscribers() {
+	for i, c := range l.backend.subscribers() {
 		s := l.subs[i]
 		if s == nil {
 			s = &subscriber{
@@ -89,12 +75,13 @@ func (l *Locker) subscribe(q *queue) {
 
 	// Each server's SUBSCRIBE is sent by a goroutine of its own: a server
 	// that takes a connection and never answers (a partitioned Redlock
-	// node) holds its subscription's connection for up to healthInterval,
+	// node) holds its subscription's connection for up to the health
+	// interval,
 	// and must hold up neither the other servers' nor this wait. On error,
 	// the re-check covers it.
 	for _, s := range subs {
 		l.goTracked(func() {
-			ctx, cancel := context.WithTimeout(l.ctx, healthInterval)
+			ctx, cancel := context.WithTimeout(l.ctx, hooks.health())
 			defer cancel()
 			_ = l.syncChannel(ctx, s, q.k.channel)
 		})
@@ -120,7 +107,7 @@ func (l *Locker) unsubscribe(q *queue, mine []*subChannel) {
 			continue
 		}
 		sc := s.channels[q.k.channel]
-		if sc != nil && (slices.Contains(mine, sc) || (testUnsubscribeByQueue && sc.q == q)) {
+		if sc != nil && (slices.Contains(mine, sc) || (hooks.unsubscribeByQueue && sc.q == q)) {
 			delete(s.channels, q.k.channel)
 		}
 		if len(s.channels) == 0 {
@@ -172,7 +159,7 @@ func (l *Locker) reconnect(s *subscriber) {
 	}
 	l.mu.Unlock()
 	old := s.ps
-	ctx, cancel := context.WithTimeout(l.ctx, healthInterval)
+	ctx, cancel := context.WithTimeout(l.ctx, hooks.health())
 	defer cancel()
 	s.ps = s.client.Subscribe(ctx, chans...)
 	_ = old.Close()
@@ -207,8 +194,8 @@ func (l *Locker) receive(s *subscriber) {
 		// connection's handshake, which a client with
 		// ContextTimeoutEnabled would otherwise wait for forever on a
 		// server that never answers, holding the subscription's mutex.
-		ctx, cancel := context.WithTimeout(l.ctx, healthInterval)
-		msg, err := ps.ReceiveTimeout(ctx, healthInterval)
+		ctx, cancel := context.WithTimeout(l.ctx, hooks.health())
+		msg, err := ps.ReceiveTimeout(ctx, hooks.health())
 		cancel()
 		select {
 		case <-s.closing:
@@ -225,7 +212,7 @@ func (l *Locker) receive(s *subscriber) {
 				pinged = false
 				continue
 			}
-			ctx, cancel := context.WithTimeout(l.ctx, healthInterval)
+			ctx, cancel := context.WithTimeout(l.ctx, hooks.health())
 			pinged = ps.Ping(ctx) == nil
 			cancel()
 			continue
@@ -260,7 +247,8 @@ func (l *Locker) receive(s *subscriber) {
 				// Redlock: a release on this node; the driver tries again.
 				l.mu.Lock()
 				if sc := s.channels[m.Channel]; sc != nil {
-					sc.q.poke()
+					sc.q.woken()
+					sc.q.wake()
 				}
 				l.mu.Unlock()
 				continue
@@ -275,11 +263,11 @@ func (l *Locker) receive(s *subscriber) {
 				continue
 			}
 			l.mu.Lock()
-			sc := s.channels[m.Channel]
-			l.mu.Unlock()
-			if sc != nil {
-				l.deliverGrant(sc.q, ticket, token, last)
+			if sc := s.channels[m.Channel]; sc != nil && !l.closed {
+				sc.q.grantArrived(ticket, token, last)
+				l.tend(sc.q)
 			}
+			l.mu.Unlock()
 		}
 	}
 }

@@ -78,7 +78,7 @@ func lostRegistrationReply(t *testing.T) error {
 	eventually(t, 10*time.Second, "p's registration to be lost, and p to stand in the queue", func() bool {
 		ticket := f.ticket()
 		return ticket != "" && admin.LLen(ctx, queue).Val() == 1 &&
-			(f.retried.Load() || admin.Exists(ctx, lockKey("res")+":void:"+ticket).Val() == 1)
+			(f.retried.Load() || admin.Exists(ctx, lockKey("res")+":tombstone:"+ticket).Val() == 1)
 	})
 	release(t, lkH) // grants the lock to p
 	lk := await(t, got, "p to get the grant")

@@ -15,7 +15,7 @@ import (
 // touched only when an earlier one arrives; a Lock released or rescheduled
 // meanwhile just leaves the heap, and an early wake-up re-arms it.
 type watchdog struct {
-	l *Locker
+	locker *Locker
 
 	mu    sync.Mutex
 	locks leaseHeap
@@ -60,7 +60,7 @@ func (w *watchdog) arm(at time.Time) {
 // fire hands the Locks whose time has come to Lock.due, and re-arms for
 // the next one.
 func (w *watchdog) fire() {
-	l := w.l
+	l := w.locker
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()

@@ -249,7 +249,7 @@ func (r *requeueRace) ran() {
 // tombstones counts the tombstones of "res": a withdraw of p's requeue ticket
 // leaves one before the delayed release runs.
 func (r *requeueRace) tombstones() int {
-	return len(r.admin.Keys(context.Background(), lockKey("res")+":void:*").Val())
+	return len(r.admin.Keys(context.Background(), lockKey("res")+":tombstone:*").Val())
 }
 
 // delayDropConn, once armed, delays the next release request written on it
