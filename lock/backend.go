@@ -62,8 +62,8 @@ const (
 type acquireStatus int
 
 const (
-	waiting   acquireStatus = 0
-	acquired  acquireStatus = 1
+	waiting         acquireStatus = 0
+	acquired        acquireStatus = 1
 	placeLost       acquireStatus = -1 // modeRefresh found no entry: start over with a new ticket
 	withdrawnTicket acquireStatus = -2 // the ticket was withdrawn before this request arrived
 )
