@@ -16,7 +16,7 @@ import (
 	"github.com/seckill-ref/seckill/internal/testinfra/contention"
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 	"github.com/seckill-ref/seckill/lock"
-	"github.com/seckill-ref/seckill/lock/antipattern"
+	"github.com/seckill-ref/seckill/lock/seedlock"
 )
 
 // Run with (from this directory):
@@ -77,7 +77,7 @@ func instances(b *testing.B, srv *redistest.Server, impl string) []contention.Lo
 		b.Cleanup(func() { _ = c.Close() })
 		switch impl {
 		case "seed":
-			out = append(out, contention.Seed(&antipattern.SeedLock{Client: c, TTL: ttl, Wait: wait, Retry: 10 * time.Millisecond}, "seed:hot"))
+			out = append(out, contention.Seed(&seedlock.Mutex{Client: c, TTL: ttl, Wait: wait, Retry: 10 * time.Millisecond}, "seed:hot"))
 		case "redsync":
 			out = append(out, redsyncLock{redsync.New(goredis.NewPool(c))})
 		case "redislock":

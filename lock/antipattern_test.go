@@ -9,6 +9,7 @@ import (
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 	"github.com/seckill-ref/seckill/lock"
 	"github.com/seckill-ref/seckill/lock/antipattern"
+	"github.com/seckill-ref/seckill/lock/seedlock"
 )
 
 // Each common wrong lock is broken here on purpose, with the harmful
@@ -186,13 +187,13 @@ func TestAntipatternGetThenDeleteRace(t *testing.T) {
 	release(t, lkB)
 }
 
-// The correct but polling lock (antipattern.SeedLock) is the benchmark's baseline: check
+// The correct but polling lock (seedlock.Mutex) is the benchmark's baseline: check
 // that it does exclude and does time out.
 func TestSeedLockExcludesAndTimesOut(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	a := &antipattern.SeedLock{Client: srv.Client(), TTL: 5 * time.Second, Wait: 50 * time.Millisecond, Retry: 10 * time.Millisecond}
-	b := &antipattern.SeedLock{Client: srv.Client(), TTL: 5 * time.Second, Wait: 50 * time.Millisecond, Retry: 10 * time.Millisecond}
+	a := &seedlock.Mutex{Client: srv.Client(), TTL: 5 * time.Second, Wait: 50 * time.Millisecond, Retry: 10 * time.Millisecond}
+	b := &seedlock.Mutex{Client: srv.Client(), TTL: 5 * time.Second, Wait: 50 * time.Millisecond, Retry: 10 * time.Millisecond}
 	owner, ok, err := a.Lock(ctx, "k")
 	if err != nil || !ok {
 		t.Fatalf("a.Lock: %v %v", ok, err)

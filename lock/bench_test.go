@@ -16,7 +16,7 @@ import (
 	"github.com/seckill-ref/seckill/internal/testinfra/contention"
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 	"github.com/seckill-ref/seckill/lock"
-	"github.com/seckill-ref/seckill/lock/antipattern"
+	"github.com/seckill-ref/seckill/lock/seedlock"
 )
 
 // Run with:
@@ -52,7 +52,7 @@ func instances(b *testing.B, srv *redistest.Server, impl string, procs int) []co
 			b.Cleanup(func() { _ = l.Close() })
 			out = append(out, contention.Ours(l, "hot"))
 		case "seed":
-			out = append(out, contention.Seed(&antipattern.SeedLock{Client: c, TTL: benchTTL, Wait: benchWait, Retry: 10 * time.Millisecond}, "seed:hot"))
+			out = append(out, contention.Seed(&seedlock.Mutex{Client: c, TTL: benchTTL, Wait: benchWait, Retry: 10 * time.Millisecond}, "seed:hot"))
 		}
 	}
 	return out
@@ -113,7 +113,7 @@ func BenchmarkUncontendedParallel(b *testing.B) {
 
 // floorLock is not a usable lock (it never waits, and keeps no queue), but a
 // measure: what a lock must spend in Redis, at the least, to give each
-// holder a fencing token from the server's clock (lock/lua/token.lua) in
+// holder a fencing token from the server's clock (lock/lua/parts/token.lua) in
 // the script that takes the lock. That script runs SET NX PX, TIME and the
 // counter's SET … GET; the release is the seed lock's compare-and-delete.
 type floorLock struct {
@@ -230,7 +230,7 @@ func acquirer(b *testing.B, c *redis.Client, impl string, opts lock.Options) fun
 	ctx := context.Background()
 	switch impl {
 	case "seed":
-		m := &antipattern.SeedLock{Client: c, TTL: opts.TTL, Wait: opts.WaitTimeout, Retry: 10 * time.Millisecond}
+		m := &seedlock.Mutex{Client: c, TTL: opts.TTL, Wait: opts.WaitTimeout, Retry: 10 * time.Millisecond}
 		return func(name string) (func(), error) {
 			owner, ok, err := m.Lock(ctx, "seed:"+name)
 			if err != nil || !ok {

@@ -2,8 +2,10 @@ package lock_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/seckill-ref/seckill/internal/redisproc"
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 	"github.com/seckill-ref/seckill/lock"
 )
@@ -20,8 +23,27 @@ import (
 func TestMain(m *testing.M) {
 	// Tests stop servers on purpose; go-redis would log every failed dial.
 	redis.SetLogger(quietLogger{})
-	goleak.VerifyTestMain(m)
+	// The examples need a server, as a reader's program would.
+	srv, err := redisproc.Start(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	redisAddr = srv.Addr()
+	code := m.Run()
+	if err := srv.Close(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	if err := goleak.Find(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
 }
+
+// redisAddr is the address of the redis-server the examples use.
+var redisAddr string
 
 type quietLogger struct{}
 

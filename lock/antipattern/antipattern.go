@@ -1,8 +1,8 @@
-// Package antipattern keeps the common wrong Redis locks (package lock's
+// Package antipattern keeps the common wrong Redis locks (docs/lock.md's
 // References name the write-ups that describe them), each small and
 // faithful to the usual code, so that tests and the load test can make each
-// failure happen on demand, and so that the benchmark has a correct but
-// polling lock (SeedLock) as its baseline.
+// failure happen on demand. Each differs from the correct textbook lock,
+// package seedlock, in one step.
 //
 // Do not use these to lock anything. Each type's comment says what it does
 // and how it breaks; each has a hook where the harmful interleaving is
@@ -17,6 +17,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-ref/seckill/lock/seedlock"
 )
 
 // Mutex is what every lock here offers: one attempt to take key, and a
@@ -62,7 +64,7 @@ func (m *SetNXThenExpire) TryLock(ctx context.Context, key string) (string, bool
 
 // Unlock is the correct compare-and-delete: this type's flaw is in TryLock.
 func (m *SetNXThenExpire) Unlock(ctx context.Context, key, owner string) error {
-	return compareAndDelete.Run(ctx, m.Client, []string{key}, owner).Err()
+	return (&seedlock.Mutex{Client: m.Client}).Unlock(ctx, key, owner)
 }
 
 // ExpiryTimestamp stores the lock's expiry time as its value: SETNX, and
@@ -123,7 +125,7 @@ type PlainDelete struct {
 
 // TryLock is a correct SET NX PX with a fresh UUID.
 func (m *PlainDelete) TryLock(ctx context.Context, key string) (string, bool, error) {
-	return setNXPX(ctx, m.Client, key, m.TTL)
+	return (&seedlock.Mutex{Client: m.Client, TTL: m.TTL}).TryLock(ctx, key)
 }
 
 // Unlock is the flaw: DEL, whoever holds the lock now.
@@ -145,7 +147,7 @@ type GetThenDelete struct {
 
 // TryLock is a correct SET NX PX with a fresh UUID.
 func (m *GetThenDelete) TryLock(ctx context.Context, key string) (string, bool, error) {
-	return setNXPX(ctx, m.Client, key, m.TTL)
+	return (&seedlock.Mutex{Client: m.Client, TTL: m.TTL}).TryLock(ctx, key)
 }
 
 // Unlock is the flaw: GET, compare, hook, DEL in separate commands.
@@ -162,16 +164,3 @@ func (m *GetThenDelete) Unlock(ctx context.Context, key, owner string) error {
 	}
 	return m.Client.Del(ctx, key).Err()
 }
-
-func setNXPX(ctx context.Context, c redis.UniversalClient, key string, ttl time.Duration) (string, bool, error) {
-	owner := uuid.NewString()
-	ok, err := c.SetNX(ctx, key, owner, ttl).Result()
-	if err != nil || !ok {
-		return "", false, err
-	}
-	return owner, true, nil
-}
-
-// compareAndDelete is the usual correct release script: delete the key only
-// if it still holds the caller's owner value, in one step.
-var compareAndDelete = redis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`)

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-ref/seckill/lock"
-	"github.com/seckill-ref/seckill/lock/antipattern"
+	"github.com/seckill-ref/seckill/lock/seedlock"
 )
 
 // Ours adapts package lock: one acquisition of the lock called name, with
@@ -32,12 +32,12 @@ func (o ours) Acquire(ctx context.Context) (func(), bool, error) {
 	return func() { _ = lk.Release(ctx) }, true, nil
 }
 
-// Seed adapts antipattern.SeedLock, the polling lock that is the
+// Seed adapts seedlock.Mutex, the polling lock that is the
 // benchmark's baseline, on key.
-func Seed(m *antipattern.SeedLock, key string) Lock { return seed{m, key} }
+func Seed(m *seedlock.Mutex, key string) Lock { return seed{m, key} }
 
 type seed struct {
-	m   *antipattern.SeedLock
+	m   *seedlock.Mutex
 	key string
 }
 
