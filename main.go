@@ -32,11 +32,10 @@ type command struct {
 var commands = []command{
 	{"serve", "run the HTTP API (the default)", serve},
 	{"loadtest", "run a flash sale against running replicas and check that nothing is oversold", loadtestCmd},
-	{"demo", "start Redis and two replicas, run a flash sale on them, check it, clean up", demo.Main},
+	{"demo", "start Redis and two replicas, run a flash sale on them, check it, clean up", demo.Command(serveCommand)},
 }
 
 func main() {
-	demo.ReplicaCommand = serveCommand
 	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 

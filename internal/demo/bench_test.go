@@ -274,7 +274,7 @@ func benchClusterOf(b *testing.B, rds *redisHandle, n int, edit func(*app.Config
 	if edit != nil {
 		edit(&cfg)
 	}
-	c, err := startCluster(context.Background(), n, cfg, slog.New(slog.DiscardHandler))
+	c, err := startCluster(context.Background(), n, cfg, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}

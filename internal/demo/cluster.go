@@ -26,8 +26,8 @@ const shutdownTimeout = 5 * time.Second
 // cluster is the replicas of one sale, on loopback ports, sharing one
 // Redis and one SQLite file in a temporary directory of their own, as
 // separate processes on one host would. They run in this process, except
-// those of the local lock mode and of no lock when ReplicaCommand is set
-// (and no Chaos function is), which run as processes of their own.
+// those of the local lock mode and of no lock when there is a replica
+// command (and no Chaos function), which run as processes of their own.
 type cluster struct {
 	dir       string // the temporary directory; removed by Close
 	db        string // the SQLite file in it, or the PostgreSQL URL
@@ -49,22 +49,23 @@ type cluster struct {
 // (cfg's Addr is replaced, and so is its Database unless it is a PostgreSQL
 // URL, which the benchmarks set), each serving on its own 127.0.0.1 port.
 // On error it undoes what it did.
-func startCluster(ctx context.Context, n int, cfg app.Config, logger *slog.Logger) (*cluster, error) {
+func startCluster(ctx context.Context, n int, cfg app.Config, command ReplicaCommand, logger *slog.Logger) (*cluster, error) {
 	// A Chaos function cannot be passed to a process (Config.Environ).
-	separate := (cfg.Lock == app.LockLocal || cfg.Lock == app.LockNone) && ReplicaCommand != nil && cfg.Chaos == nil
+	if (cfg.Lock != app.LockLocal && cfg.Lock != app.LockNone) || cfg.Chaos != nil {
+		command = nil
+	}
 	specs := make([]replicaSpec, n)
 	for i := range specs {
-		specs[i] = replicaSpec{cfg: cfg, process: separate}
+		specs[i] = replicaSpec{cfg: cfg, command: command}
 	}
 	return startReplicas(ctx, specs, logger)
 }
 
-// replicaSpec is one replica to start: its configuration, and whether it
-// runs as a process of its own (ReplicaCommand must be set) or in this
-// process.
+// replicaSpec is one replica to start: its configuration, and the command
+// that runs it as a process of its own (nil: it runs in this process).
 type replicaSpec struct {
 	cfg     app.Config
-	process bool
+	command ReplicaCommand
 }
 
 // startReplicas is startCluster with a configuration per replica: they
@@ -84,11 +85,13 @@ func startReplicas(ctx context.Context, specs []replicaSpec, logger *slog.Logger
 		cfg.Addr = "127.0.0.1:0"
 		cfg.Database = c.db
 		cfg.ShutdownTimeout = shutdownTimeout
-		add := c.add
-		if spec.process {
-			add = c.addProcess
+		var err error
+		if spec.command != nil {
+			err = c.addProcess(ctx, spec.command, cfg, logger.With("replica", i+1))
+		} else {
+			err = c.add(ctx, serveCtx, cfg, logger.With("replica", i+1))
 		}
-		if err := add(ctx, serveCtx, cfg, logger.With("replica", i+1)); err != nil {
+		if err != nil {
 			return nil, errors.Join(fmt.Errorf("start replica %d: %w", i+1, err), c.Close())
 		}
 	}
@@ -122,8 +125,8 @@ func (c *cluster) add(ctx, serveCtx context.Context, cfg app.Config, logger *slo
 }
 
 // addProcess starts one replica as a process of its own.
-func (c *cluster) addProcess(ctx, _ context.Context, cfg app.Config, logger *slog.Logger) error {
-	r, err := startProcess(ctx, cfg, logger)
+func (c *cluster) addProcess(ctx context.Context, command ReplicaCommand, cfg app.Config, logger *slog.Logger) error {
+	r, err := startProcess(ctx, command, cfg, logger)
 	if err != nil {
 		return err
 	}

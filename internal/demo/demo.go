@@ -35,11 +35,19 @@ const (
 	exitError = loadtest.ExitError
 )
 
-// Main is the "seckill demo" command: it runs the demo with args (without
-// the command name) and returns the exit status, as loadtest.Main does, after
-// saying why when it is not 0. It reads the environment only through getenv;
-// the report goes to stdout, problems and the replicas' warnings to stderr.
-func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+// Command is the "seckill demo" command, which starts replica processes
+// with command (nil: every replica runs in this process). It runs the demo
+// with args (without the command name) and returns the exit status, as
+// loadtest.Main does, after saying why when it is not 0. It reads the
+// environment only through getenv; the report goes to stdout, problems and
+// the replicas' warnings to stderr.
+func Command(command ReplicaCommand) func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	return func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+		return run(ctx, command, args, getenv, stdout, stderr)
+	}
+}
+
+func run(ctx context.Context, command ReplicaCommand, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -50,7 +58,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		}
 		return exitError
 	}
-	// Until Main returns, these signals stop the sale but not the clean-up:
+	o.command = command
+	// Until run returns, these signals stop the sale but not the clean-up:
 	// the redis-server child sits in its own process group and would
 	// outlive a demo killed by a default handler. SIGPIPE ("seckill demo |
 	// head") would kill us the same way, and cannot stop the sale instead:
@@ -112,7 +121,7 @@ func runSale(ctx context.Context, o options, rds *redisHandle, logs *replicaLogs
 	} else {
 		fmt.Fprintf(stdout, "demo: no Redis: design %s does not use it\n", cfg.Design)
 	}
-	c, err := startCluster(ctx, o.replicas, cfg, logs.logger)
+	c, err := startCluster(ctx, o.replicas, cfg, o.command, logs.logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "demo: %v\n", err)
 		return exitError

@@ -38,6 +38,9 @@ const (
 
 // options is the parsed command line.
 type options struct {
+	// command runs a replica as a process of its own (Command's); nil
+	// runs them all in this process.
+	command  ReplicaCommand
 	replicas int
 	redis    string // redisAuto, redisServer or redisEmbedded
 	matrix   bool

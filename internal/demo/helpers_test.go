@@ -23,13 +23,14 @@ import (
 )
 
 // serveEnv, set in a child of this test binary, makes it a replica: the
-// demo's ReplicaCommand here, as the seckill binary's serve is there.
+// demo's replica command here (replica), as the seckill binary's serve is
+// there.
 const serveEnv = "SECKILL_DEMO_TEST_SERVE"
 
 // TestMain runs a replica when started as one, and otherwise the tests,
 // checking that none leaves a goroutine behind: the replicas' servers, the
 // Redis clients, the embedded Redis and its clock must all have stopped
-// when Main returns.
+// when the demo returns.
 func TestMain(m *testing.M) {
 	if os.Getenv(serveEnv) != "" {
 		if err := app.Main(context.Background(), nil, os.Getenv, os.Stdout, os.Stderr); err != nil {
@@ -38,12 +39,14 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	demo.ReplicaCommand = func() (*exec.Cmd, error) {
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = []string{serveEnv + "=1"}
-		return cmd, nil
-	}
 	goleak.VerifyTestMain(m)
+}
+
+// replica runs this test binary as a replica (serveEnv).
+func replica() (*exec.Cmd, error) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = []string{serveEnv + "=1"}
+	return cmd, nil
 }
 
 // syncBuffer is a bytes.Buffer that goroutines may write while the test
@@ -77,7 +80,7 @@ type run struct {
 	took           time.Duration
 }
 
-// runDemo runs demo.Main as main.go would, with env as the environment.
+// runDemo runs the demo as main.go would, with env as the environment.
 func runDemo(t *testing.T, ctx context.Context, stdout *syncBuffer, env map[string]string, args ...string) run {
 	t.Helper()
 	if stdout == nil {
@@ -85,7 +88,7 @@ func runDemo(t *testing.T, ctx context.Context, stdout *syncBuffer, env map[stri
 	}
 	var stderr syncBuffer
 	start := time.Now()
-	code := demo.Main(ctx, args, func(k string) string { return env[k] }, stdout, &stderr)
+	code := demo.Command(replica)(ctx, args, func(k string) string { return env[k] }, stdout, &stderr)
 	r := run{code: code, stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
 	t.Logf("demo %s: exit %d after %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, r.took.Round(time.Millisecond), r.stdout, r.stderr)
 	return r

@@ -251,7 +251,7 @@ func runRow(ctx context.Context, o options, rds *redisHandle, logger *slog.Logge
 		return
 	}
 	cfg, hook := res.config(o, rds.addr)
-	c, err := startCluster(ctx, o.replicas, cfg, logger.With("mode", res.mode, "fault", res.fault))
+	c, err := startCluster(ctx, o.replicas, cfg, o.command, logger.With("mode", res.mode, "fault", res.fault))
 	if err != nil {
 		res.err = err
 		return

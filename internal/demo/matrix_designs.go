@@ -199,7 +199,7 @@ func runDesignRow(ctx context.Context, o options, rds *redisHandle, logger *slog
 	specs := []replicaSpec{{cfg: cfg}, {cfg: cfg}}
 	switch res.design.fault {
 	case faultKill:
-		if ReplicaCommand == nil {
+		if o.command == nil {
 			res.err = errors.New("the kill rows need replicas as processes of their own (no replica command)")
 			return
 		}
@@ -207,7 +207,7 @@ func runDesignRow(ctx context.Context, o options, rds *redisHandle, logger *slog
 		if cfg.Design != app.DesignConditional {
 			victim.ChaosPause, victim.ChaosProb = victimPause, 1
 		}
-		specs[1] = replicaSpec{cfg: victim, process: true}
+		specs[1] = replicaSpec{cfg: victim, command: o.command}
 	case faultRestart:
 		if cfg.Design != app.DesignLock {
 			hook = &holdHook{gate: make(chan struct{})}

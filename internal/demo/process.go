@@ -18,11 +18,12 @@ import (
 	"github.com/seckill-ref/seckill/internal/procutil"
 )
 
-// ReplicaCommand, when set, returns a command that runs one replica of the
-// service configured by its environment (app.Config.Environ, added to the
-// command's own Env): the program's own "serve". The seckill binary sets it. The demo then runs the
-// replicas of the local lock mode and of no lock as processes of their
-// own; when it is nil, they run in this process like the others.
+// ReplicaCommand returns a command that runs one replica of the service
+// configured by its environment (app.Config.Environ, added to the
+// command's own Env): the program's own "serve", which main passes to
+// Command. With one, the demo runs the replicas of the local lock mode and
+// of no lock as processes of their own; without (nil), they run in this
+// process like the others.
 //
 // The local lock is one mutex per process, and its oversell needs two
 // processes' purchases to overlap. Replicas in one process share one Go
@@ -30,7 +31,7 @@ import (
 // in twenty, each replica's purchases fell between the other's and nothing
 // was oversold. As processes, as they are deployed, they overlap from the
 // first purchases on. The lost updates of no lock need the same overlap.
-var ReplicaCommand func() (*exec.Cmd, error)
+type ReplicaCommand func() (*exec.Cmd, error)
 
 // Bounds of a replica process's start and stop.
 const (
@@ -60,11 +61,11 @@ func (r *replicaProcess) kill() error {
 // startProcess starts a replica of cfg as a child process on a free
 // 127.0.0.1 port and waits until it is ready. Its warnings and errors go
 // to logger, one record per line of its log.
-func startProcess(ctx context.Context, cfg app.Config, logger *slog.Logger) (*replicaProcess, error) {
+func startProcess(ctx context.Context, command ReplicaCommand, cfg app.Config, logger *slog.Logger) (*replicaProcess, error) {
 	var err error
 	for range portAttempts {
 		var r *replicaProcess
-		r, err = tryStartProcess(ctx, cfg, logger)
+		r, err = tryStartProcess(ctx, command, cfg, logger)
 		if err == nil {
 			return r, nil
 		}
@@ -75,14 +76,14 @@ func startProcess(ctx context.Context, cfg app.Config, logger *slog.Logger) (*re
 	return nil, err
 }
 
-func tryStartProcess(ctx context.Context, cfg app.Config, logger *slog.Logger) (*replicaProcess, error) {
+func tryStartProcess(ctx context.Context, command ReplicaCommand, cfg app.Config, logger *slog.Logger) (*replicaProcess, error) {
 	port, err := procutil.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	cfg.Addr = "127.0.0.1:" + strconv.Itoa(port)
 	cfg.LogLevel = slog.LevelWarn
-	cmd, err := ReplicaCommand()
+	cmd, err := command()
 	if err != nil {
 		return nil, err
 	}

@@ -14,13 +14,11 @@ import (
 // wrote, and not retried: only a port taken meanwhile is.
 func TestReplicaProcessThatExitsIsReported(t *testing.T) {
 	starts := 0
-	old := ReplicaCommand
-	ReplicaCommand = func() (*exec.Cmd, error) {
+	boom := func() (*exec.Cmd, error) {
 		starts++
 		return exec.Command("sh", "-c", "echo 'seckill: boom' >&2; exit 3"), nil
 	}
-	t.Cleanup(func() { ReplicaCommand = old })
-	_, err := startProcess(context.Background(), app.DefaultConfig(), slog.New(slog.DiscardHandler))
+	_, err := startProcess(context.Background(), boom, app.DefaultConfig(), slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "exited before it was ready") || !strings.Contains(err.Error(), "seckill: boom") {
 		t.Errorf("got %v, want the early exit with the process's output", err)
 	}
