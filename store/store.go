@@ -92,7 +92,10 @@ import (
 	"github.com/seckill-ref/seckill/internal/seckill"
 )
 
-var _ seckill.Store = (*Store)(nil)
+var (
+	_ seckill.Store         = (*Store)(nil)
+	_ seckill.UnfencedStore = (*Store)(nil)
+)
 
 // Store is a database of products and orders.
 type Store struct {

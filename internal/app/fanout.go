@@ -76,6 +76,7 @@ type countingStore struct {
 
 var (
 	_ seckill.Store            = countingStore{}
+	_ seckill.UnfencedStore    = countingStore{}
 	_ seckill.ConditionalStore = countingStore{}
 	_ seckill.CounterStore     = countingStore{}
 )

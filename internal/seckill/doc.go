@@ -81,7 +81,9 @@
 // lock modes none (no lock) and local (an in-process mutex, exclusive only
 // within one replica) exist to show that it oversells when it is not, and
 // the unsafe no-fence switch shows the same for a Redis lock whose lease
-// ran out.
+// ran out. Those two writes are UnfencedStore's, a separate interface that
+// only an unfenced Service holds, so the fenced path has no way to call
+// them.
 //
 // # Designs without a lock
 //

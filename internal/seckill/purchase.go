@@ -30,7 +30,7 @@ func (s *Service) Purchase(ctx context.Context, productID int64, userID string) 
 	if _, err := s.available(ctx, productID, userID); err != nil {
 		return nil, err
 	}
-	if s.batchMax > 1 && !s.unfenced {
+	if s.batchMax > 1 && s.unfenced == nil {
 		return s.purchaseBatched(ctx, productID, userID)
 	}
 	// Steps 3 and 7.
@@ -46,14 +46,14 @@ func (s *Service) Purchase(ctx context.Context, productID int64, userID string) 
 }
 
 // purchaseLocked is the critical section: steps 4 to 6, or the unfenced
-// sequence (see the package doc) when s.unfenced.
+// sequence (see the package doc) when the Service is unfenced.
 func (s *Service) purchaseLocked(ctx context.Context, productID int64, userID string, token int64) (*Order, error) {
 	// Steps 4 and 5. The claim comes before the read so that the read sees
 	// every write an earlier holder got accepted.
 	var p *Product
 	var bought map[string]bool
 	var err error
-	if s.unfenced {
+	if s.unfenced != nil {
 		p, bought, err = s.store.ProductAndBuyers(ctx, productID, []string{userID})
 	} else {
 		p, bought, err = s.claimAndRead(ctx, productID, token, []string{userID})
@@ -68,7 +68,7 @@ func (s *Service) purchaseLocked(ctx context.Context, productID int64, userID st
 	s.chaos(ctx)
 
 	o := &Order{ProductID: productID, UserID: userID, Fence: token, CreatedAt: s.now().UTC()}
-	if !s.unfenced {
+	if s.unfenced == nil {
 		// Step 6: the stock read in step 5 minus one, fenced.
 		if err := s.fenced(FenceWrite, s.store.PlaceOrders(ctx, productID, token, p.Stock-1, []*Order{o})); err != nil {
 			return nil, err
@@ -78,10 +78,10 @@ func (s *Service) purchaseLocked(ctx context.Context, productID int64, userID st
 	// The unfenced sequence: insert the order, then write back the stock
 	// read minus one in a separate statement. Safe only if nobody else read the
 	// same stock meanwhile.
-	if err := s.store.InsertOrder(ctx, o); err != nil {
+	if err := s.unfenced.InsertOrder(ctx, o); err != nil {
 		return nil, err
 	}
-	if err := s.store.SetStock(ctx, productID, p.Stock-1); err != nil {
+	if err := s.unfenced.SetStock(ctx, productID, p.Stock-1); err != nil {
 		return nil, err
 	}
 	return o, nil

@@ -14,6 +14,8 @@ type Options struct {
 	// Unfenced skips steps 4 and 6's fence and runs the unfenced sequence
 	// instead (see the package doc). Correct only under a lock
 	// that is truly exclusive; required with a Locker whose tokens are 0.
+	// The Store must then also be an UnfencedStore, whose writes the
+	// sequence makes.
 	Unfenced bool
 
 	// Now is the clock that stamps orders. Default time.Now.
@@ -64,7 +66,7 @@ type Service struct {
 	catalog
 	locker   Locker
 	store    Store
-	unfenced bool
+	unfenced UnfencedStore // store's unfenced writes; nil unless Options.Unfenced
 	now      func() time.Time
 	chaos    func(ctx context.Context)
 	rec      Recorder
@@ -77,13 +79,14 @@ type Service struct {
 }
 
 // NewService returns a Service that locks with locker and keeps its data in
-// store.
+// store. With opts.Unfenced it panics if store is not an UnfencedStore: a
+// wiring mistake, reported where the Service is built rather than at the
+// first purchase.
 func NewService(locker Locker, store Store, opts Options) *Service {
 	s := &Service{
 		catalog:  catalog{store: store},
 		locker:   locker,
 		store:    store,
-		unfenced: opts.Unfenced,
 		now:      opts.Now,
 		chaos:    opts.Chaos,
 		rec:      opts.Recorder,
@@ -93,6 +96,13 @@ func NewService(locker Locker, store Store, opts Options) *Service {
 		wait:     opts.Wait,
 		batch:    batcher{queues: make(map[int64]*purchaseQueue)},
 		reads:    reads{queues: make(map[int64]*readQueue)},
+	}
+	if opts.Unfenced {
+		u, ok := store.(UnfencedStore)
+		if !ok {
+			panic(fmt.Sprintf("seckill: Options.Unfenced needs a store that implements UnfencedStore; %T does not", store))
+		}
+		s.unfenced = u
 	}
 	if s.queueMax <= 0 {
 		s.queueMax = DefaultQueueMax
@@ -134,8 +144,8 @@ func (s *Service) Restock(ctx context.Context, id, stock int64) (*Product, error
 	var p *Product
 	err := s.locked(ctx, id, func(ctx context.Context, token int64) error {
 		var err error
-		if s.unfenced {
-			if err = s.store.SetStock(ctx, id, stock); err != nil {
+		if s.unfenced != nil {
+			if err = s.unfenced.SetStock(ctx, id, stock); err != nil {
 				return err
 			}
 			p, err = s.store.Product(ctx, id)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -286,4 +287,21 @@ func TestStaleHolderUnfenced(t *testing.T) {
 			t.Errorf("got sold %d stock %d, want 2 and 1 (the lost update)", p.Sold, p.Stock)
 		}
 	})
+}
+
+// An unfenced Service takes the unfenced writes from its Store when it is
+// built: a Store without them is refused there, naming its type, not at
+// the first purchase. Built fenced, the same Store is accepted.
+func TestUnfencedNeedsUnfencedStore(t *testing.T) {
+	type fencedOnly struct{ seckill.Store } // hides store.Store's unfenced writes
+	seckill.NewService(nil, fencedOnly{}, seckill.Options{})
+
+	defer func() {
+		msg, _ := recover().(string)
+		if !strings.Contains(msg, "UnfencedStore") || !strings.Contains(msg, "fencedOnly") {
+			t.Errorf("got panic %q, want one naming UnfencedStore and the store's type", msg)
+		}
+	}()
+	seckill.NewService(nil, fencedOnly{}, seckill.Options{Unfenced: true})
+	t.Error("NewService accepted an unfenced Service over a Store without the unfenced writes")
 }

@@ -47,15 +47,21 @@ type Store interface {
 	// restock under the lock).
 	SetStockFenced(ctx context.Context, productID, stock, token int64) (*Product, error)
 
+	// Ping reports whether the database answers, for readiness.
+	Ping(ctx context.Context) error
+}
+
+// UnfencedStore is the write path of the unfenced modes (Options.Unfenced)
+// only: the control modes that show the unfenced sequence overselling.
+// The fenced path never uses it; a Service holds one only when built
+// unfenced, taken from its Store.
+type UnfencedStore interface {
 	// InsertOrder inserts o and adds one to the product's Sold, with no
 	// condition, and sets o.ID (the unfenced sequence's insert).
 	InsertOrder(ctx context.Context, o *Order) error
 	// SetStock sets the product's stock with no condition (the unfenced
 	// sequence's write-back).
 	SetStock(ctx context.Context, productID, stock int64) error
-
-	// Ping reports whether the database answers, for readiness.
-	Ping(ctx context.Context) error
 }
 
 // ConditionalStore is the Store of the conditional design, where the
