@@ -3,6 +3,11 @@
 // context, map the result to a status code, and write JSON; the rules live
 // in internal/seckill. Every route is in routes.go, every error-to-status
 // mapping in errors.go.
+//
+// Its API is for use inside this module only: New takes a Service whose
+// methods use internal/seckill's types, which code outside the module can
+// neither name nor implement. The HTTP API it serves is the public
+// interface.
 package handlers
 
 import (

@@ -6,6 +6,10 @@
 // same test judges one replica, several replicas behind round-robin, or a
 // load balancer, whatever lock mode they run.
 //
+// It may be used from other modules. The only package of this module it
+// imports is internal/apiclient, a client of the same HTTP API, whose
+// types it exports as the aliases Product, Order and APIError.
+//
 // A run has four phases:
 //
 //  1. Set-up: every target answers /healthz; the product is created with the

@@ -4,6 +4,10 @@
 // with postgres:// or postgresql:// is a PostgreSQL server, anything else
 // the path of a SQLite file.
 //
+// Its API is for use inside this module only: its signatures use
+// internal/seckill's types, which code outside the module cannot name. The
+// HTTP API is the public interface.
+//
 // Both databases get the same tables and the same indexes, and the
 // statements with the same conditions (fence.go). What differs is how each
 // is opened, how it keeps several processes apart, and how a purchase's
