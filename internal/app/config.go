@@ -81,11 +81,10 @@ type Config struct {
 	RedisAddrs []string
 	// RedlockNodeTimeout is lock.Options.NodeTimeout: how long an
 	// acquisition waits for each Redlock node's answer before it counts
-	// that node as failed. 0 keeps
-	// the lock's default, TTL/100 between 10 ms and 50 ms, which suits a
-	// fast network and a client that is not saturated; a busier client
-	// needs more, or it wins no quorum at all. It eats into the lease, so
-	// it may be at most half the TTL.
+	// that node as failed. 0 keeps the lock's default, TTL/100 between
+	// 10 ms and 50 ms, which suits a fast network and a client that is not
+	// saturated; a busier client needs more, or it wins no quorum at all.
+	// It eats into the lease, so it may be at most half the TTL.
 	RedlockNodeTimeout time.Duration
 
 	// The Redis deployment of the lock when it is not the one server of

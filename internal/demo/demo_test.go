@@ -220,7 +220,7 @@ func TestDemoStopsWhenItsOutputIsCut(t *testing.T) {
 	out := &cutPipe{}
 	var stderr syncBuffer
 	start := time.Now()
-	code := demo.Main(context.Background(), []string{"-duration", "1m", "-rate", "100"},
+	code := demo.Command(replica)(context.Background(), []string{"-duration", "1m", "-rate", "100"},
 		func(k string) string { return map[string]string{"SECKILL_DEMO_REDIS": "server"}[k] }, out, &stderr)
 	r := run{code: code, stdout: out.String(), stderr: stderr.String(), took: time.Since(start)}
 	t.Logf("exit %d after %v; stdout until the cut:\n%s\nstderr:\n%s", r.code, r.took.Round(time.Millisecond), r.stdout, r.stderr)
