@@ -40,13 +40,13 @@ func newLocalLocker(wait time.Duration, observer lock.Observer) *localLocker {
 }
 
 // Acquire waits up to the configured wait for the product's mutex.
-func (l *localLocker) Acquire(ctx context.Context, name string) (seckill.Lease, error) {
+func (l *localLocker) Acquire(ctx context.Context, name string) (seckill.Lock, error) {
 	start := time.Now()
 	m := l.ref(name)
 	select {
 	case m.ch <- struct{}{}:
 		l.observer.Acquired(name, time.Since(start), false)
-		return &localLease{l: l, name: name, m: m, acquired: time.Now()}, nil
+		return &localLock{l: l, name: name, m: m, acquired: time.Now()}, nil
 	default:
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.wait)
@@ -54,7 +54,7 @@ func (l *localLocker) Acquire(ctx context.Context, name string) (seckill.Lease, 
 	select {
 	case m.ch <- struct{}{}:
 		l.observer.Acquired(name, time.Since(start), true)
-		return &localLease{l: l, name: name, m: m, acquired: time.Now()}, nil
+		return &localLock{l: l, name: name, m: m, acquired: time.Now()}, nil
 	case <-ctx.Done():
 		l.unref(name, m)
 		err := fmt.Errorf("%w: local lock %q not acquired: %w", seckill.ErrBusy, name, ctx.Err())
@@ -86,8 +86,8 @@ func (l *localLocker) unref(name string, m *localMutex) {
 	}
 }
 
-// localLease is one holding of a local mutex.
-type localLease struct {
+// localLock is one holding of a local mutex.
+type localLock struct {
 	l        *localLocker
 	name     string
 	m        *localMutex
@@ -96,10 +96,10 @@ type localLease struct {
 }
 
 // Token is 0: an in-process mutex has no fencing token.
-func (*localLease) Token() int64 { return 0 }
+func (*localLock) Token() int64 { return 0 }
 
 // Release unlocks the mutex; a second call reports lock.ErrNotHeld.
-func (ll *localLease) Release(context.Context) error {
+func (ll *localLock) Release(context.Context) error {
 	released := false
 	ll.once.Do(func() {
 		<-ll.m.ch
@@ -117,11 +117,11 @@ func (ll *localLease) Release(context.Context) error {
 // buyer is in the critical section together.
 type noLocker struct{}
 
-func (noLocker) Acquire(context.Context, string) (seckill.Lease, error) { return noLease{}, nil }
-func (noLocker) Ping(context.Context) error                             { return nil }
+func (noLocker) Acquire(context.Context, string) (seckill.Lock, error) { return noLock{}, nil }
+func (noLocker) Ping(context.Context) error                            { return nil }
 
-// noLease is what noLocker hands out: no token, nothing to release.
-type noLease struct{}
+// noLock is what noLocker hands out: no token, nothing to release.
+type noLock struct{}
 
-func (noLease) Token() int64                  { return 0 }
-func (noLease) Release(context.Context) error { return nil }
+func (noLock) Token() int64                  { return 0 }
+func (noLock) Release(context.Context) error { return nil }

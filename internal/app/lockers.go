@@ -13,11 +13,11 @@ import (
 
 var (
 	_ seckill.Locker = redisLocker{}
-	_ seckill.Lease  = (*lock.Lock)(nil)
+	_ seckill.Lock   = (*lock.Lock)(nil)
 )
 
 // redisLocker adapts a *lock.Locker to the domain's Locker: a *lock.Lock is
-// already a seckill.Lease; what needs translating is the error of a wait
+// already a seckill.Lock; what needs translating is the error of a wait
 // that ended, which the domain calls busy.
 type redisLocker struct {
 	locker  *lock.Locker
@@ -29,7 +29,7 @@ type redisLocker struct {
 // the request's context ended) becomes seckill.ErrBusy; the lock package's
 // error stays in the chain for the log. Other errors (Redis unreachable,
 // the Locker closed) pass through and become 500s.
-func (r redisLocker) Acquire(ctx context.Context, name string) (seckill.Lease, error) {
+func (r redisLocker) Acquire(ctx context.Context, name string) (seckill.Lock, error) {
 	lk, err := r.locker.Acquire(ctx, name)
 	if errors.Is(err, lock.ErrNotAcquired) {
 		return nil, fmt.Errorf("%w: %w", seckill.ErrBusy, err)

@@ -21,7 +21,7 @@ import (
 type batchRun struct {
 	t     *testing.T
 	svc   *seckill.Service
-	held  seckill.Lease
+	held  seckill.Lock
 	id    int64
 	wg    sync.WaitGroup
 	mu    sync.Mutex

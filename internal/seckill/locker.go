@@ -10,14 +10,14 @@ type Locker interface {
 	// Acquire waits, for a bounded time, until it holds the lock called
 	// name. A wait that ends without the lock returns an error matching
 	// ErrBusy.
-	Acquire(ctx context.Context, name string) (Lease, error)
+	Acquire(ctx context.Context, name string) (Lock, error)
 
 	// Ping reports whether the lock service answers, for readiness.
 	Ping(ctx context.Context) error
 }
 
-// Lease is one holding of a lock.
-type Lease interface {
+// Lock is one holding of a lock, as package lock's Lock is.
+type Lock interface {
 	// Token is the fencing token of this holding: larger than the token of
 	// every earlier holding of the same lock. Locks that cannot fence
 	// return 0.

@@ -100,7 +100,7 @@ func (s *Service) locked(ctx context.Context, productID int64, fn func(ctx conte
 
 // release gives the product's lock up, also when the request's context is
 // over.
-func (s *Service) release(ctx context.Context, productID int64, lease Lease) {
+func (s *Service) release(ctx context.Context, productID int64, lease Lock) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	if err := lease.Release(rctx); err != nil {

@@ -22,7 +22,7 @@ import (
 // does (that adapter is unexported there).
 type redisLocker struct{ l *lock.Locker }
 
-func (r redisLocker) Acquire(ctx context.Context, name string) (seckill.Lease, error) {
+func (r redisLocker) Acquire(ctx context.Context, name string) (seckill.Lock, error) {
 	lk, err := r.l.Acquire(ctx, name)
 	if errors.Is(err, lock.ErrNotAcquired) {
 		return nil, fmt.Errorf("%w: %w", seckill.ErrBusy, err)
