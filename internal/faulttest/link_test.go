@@ -108,6 +108,23 @@ type takeover struct {
 	owners [2]string
 }
 
+// judge ends a link fault's sale attempt: the fault counts as injected
+// only when the takeover was seen and a was inside its critical section
+// (waitEvidence); note, which says what the fault did, gains both.
+func (tk takeover) judge(ctx context.Context, h *holderSale, before metrics, note string) (bool, string, error) {
+	if tk.took > 0 {
+		note += fmt.Sprintf("; %v in, Redis gave the lock to %q while %s still held it as %q", tk.took.Round(time.Millisecond), tk.owners[1], h.a.name, tk.owners[0])
+	}
+	evidence, err := waitEvidence(ctx, h.a, h.b, h.id, h.stock, before, h.control)
+	if err != nil {
+		return false, "", err
+	}
+	if evidence == "" {
+		return false, note + "; no evidence that it was inside its critical section", nil
+	}
+	return tk.took > 0, note + "; " + evidence, nil
+}
+
 func redisLinkFault(t *testing.T, f linkFault, control bool) {
 	c := newCluster(t, 1, sqlite)
 	redisAddr := c.redis[0].Addr()
@@ -149,16 +166,8 @@ func redisLinkFault(t *testing.T, f linkFault, control bool) {
 		note := fmt.Sprintf("%s on %s's Redis link %v into the sale, while it held the lock", f.name, a.name, time.Since(start).Round(time.Millisecond))
 		if tk.took > 0 {
 			seen = tk
-			note += fmt.Sprintf("; %v in, Redis gave the lock to %q while %s still held it as %q", tk.took.Round(time.Millisecond), tk.owners[1], a.name, tk.owners[0])
 		}
-		evidence, err := waitEvidence(ctx, a, b, h.id, h.stock, before, control)
-		if err != nil {
-			return false, "", err
-		}
-		if evidence == "" {
-			return false, note + "; no evidence that it was inside its critical section", nil
-		}
-		return tk.took > 0, note + "; " + evidence, nil
+		return tk.judge(ctx, h, before, note)
 	})
 
 	ma, mb := mustScrape(t, a), mustScrape(t, b)
