@@ -264,9 +264,9 @@ func (lk *Lock) Release(ctx context.Context) error {
 	if !reported && lostErr != nil {
 		// Lost, and found out only now: the deadline passed before the
 		// watchdog looked, or the key was not ours any more. lose was
-		// never called: close Lost, and count the loss, here.
-		lk.lostAtRelease(lostErr)
+		// never called: count the loss, and close Lost, here.
 		obs.LeaseLost(lk.name)
+		lk.lostAtRelease(lostErr)
 	}
 	switch {
 	case lostErr != nil:
@@ -372,11 +372,12 @@ func (lk *Lock) lose(cause error) {
 	cancels := lk.cancels
 	lk.cancels = nil
 	lk.mu.Unlock()
-	// Contexts first: whoever wakes on Lost must find them cancelled too.
+	// Contexts first, and the loss counted: whoever wakes on Lost must find
+	// them cancelled, and the loss in the metrics, too.
 	for _, c := range cancels {
 		c(cause)
 	}
-	close(lk.lost)
 	lk.locker.opts.Observer.LeaseLost(lk.name)
+	close(lk.lost)
 	lk.locker.leaseEnded(lk, cause)
 }

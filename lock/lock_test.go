@@ -423,13 +423,26 @@ func TestDistinctNamesDoNotContend(t *testing.T) {
 	}
 }
 
-// countingObserver counts lost leases, as the service's metrics do.
+// countingObserver counts lost leases, as the service's metrics do. When
+// watch is set, it also counts the losses it was told of after the Lost
+// channel in watch had closed: a reader woken by Lost would have missed
+// those in the metrics.
 type countingObserver struct {
 	lock.NopObserver
-	lost atomic.Int64
+	lost, late atomic.Int64
+	watch      atomic.Pointer[<-chan struct{}]
 }
 
-func (o *countingObserver) LeaseLost(string) { o.lost.Add(1) }
+func (o *countingObserver) LeaseLost(string) {
+	if w := o.watch.Load(); w != nil {
+		select {
+		case <-*w:
+			o.late.Add(1)
+		default:
+		}
+	}
+	o.lost.Add(1)
+}
 
 // A loss that only Release finds (renewal off, the key taken away long
 // before the deadline) is still a lost lease, and counted once.
@@ -448,11 +461,17 @@ func TestLossFoundByReleaseIsCounted(t *testing.T) {
 	// A loss the watchdog reported is not counted again by Release.
 	l2 := newLocker(t, srv, lock.Options{TTL: 150 * time.Millisecond, Observer: obs})
 	lk2 := mustAcquire(t, l2, "res2")
+	lost2 := lk2.Lost()
+	obs.watch.Store(&lost2)
 	srv.Client().Del(context.Background(), lockKey("res2"))
-	<-lk2.Lost()
+	<-lost2
+	// Counted before Lost closed: read at once, the count already has it.
+	if n := obs.lost.Load(); n != 2 || obs.late.Load() != 0 {
+		t.Fatalf("lost leases counted when Lost closed: %d (%d of them after it closed), want 2 (0)", n, obs.late.Load())
+	}
 	_ = lk2.Release(context.Background())
 	if n := obs.lost.Load(); n != 2 {
-		t.Fatalf("lost leases counted: %d, want 2", n)
+		t.Fatalf("lost leases counted after Release: %d, want 2", n)
 	}
 }
 
