@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -318,6 +319,9 @@ type splitBrainRun struct {
 }
 
 func splitBrainScenario(t *testing.T, control bool) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the proxies tell a connection's process from Linux's /proc only")
+	}
 	sb := startSplitBrain(t)
 	c := &cluster{t: t, db: t.TempDir() + "/seckill.db", kind: sqlite}
 	env := with(sb.env(), "LOCK_TTL", "1s", "LOCK_WAIT", "2s")
