@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill-ref/seckill/internal/faultproxy"
 	"github.com/seckill-ref/seckill/internal/testinfra/poll"
+	"github.com/seckill-ref/seckill/loadtest"
 )
 
 // startProxy puts a faultproxy in front of upstream for the duration of
@@ -177,12 +178,21 @@ func redisLinkFault(t *testing.T, f linkFault, control bool) {
 	if !f.injected(st) {
 		t.Fatalf("fault not injected: the %s met no traffic on %s's Redis link (proxy stats %+v)", f.name, a.name, st)
 	}
-	if seen.took == 0 {
+	seen.assertOutcome(t, a, "its Redis link under the "+f.name, ma, rep, control)
+}
+
+// assertOutcome checks what a link fault must show once the sale is
+// over: a second holder seen while a (its link under fault, as what says)
+// still held the lock, a's lease lost, and then, with the fence on,
+// nothing oversold and a's late write refused; with it off, an oversell.
+func (tk takeover) assertOutcome(t *testing.T, a *replica, what string, ma metrics, rep loadtest.Report, control bool) {
+	t.Helper()
+	if tk.took == 0 {
 		t.Fatalf("fault not injected: no other holder was seen in Redis while %s held the lock", a.name)
 	}
-	t.Logf("holders at once: 2 (%s, its Redis link under the %s, and %q from %v into the fault)", a.name, f.name, seen.owners[1], seen.took.Round(time.Millisecond))
+	t.Logf("holders at once: 2 (%s, %s, and %q from %v into the fault)", a.name, what, tk.owners[1], tk.took.Round(time.Millisecond))
 	if ma[mLeasesLost] < 1 {
-		t.Errorf("leases lost by %s: got %v, want >= 1: its lease ran out while it was cut off", a.name, ma[mLeasesLost])
+		t.Errorf("leases lost by %s: got %v, want >= 1: its lease ran out during the fault", a.name, ma[mLeasesLost])
 	}
 	if control {
 		assertOversold(t, rep)
@@ -190,7 +200,7 @@ func redisLinkFault(t *testing.T, f linkFault, control bool) {
 	}
 	assertSafe(t, rep)
 	if ma.fenceRejections() == 0 {
-		t.Errorf("fence rejections of %s: got 0, want > 0: the late write was not refused", a.name)
+		t.Errorf("fence rejections of %s: got 0, want > 0: its late write was not refused", a.name)
 	}
 }
 
