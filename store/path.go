@@ -67,15 +67,7 @@ func (g gormPath) claimAndRead(ctx context.Context, productID, token int64, user
 	if res.RowsAffected == 0 {
 		return nil, nil, fmt.Errorf("store: claim fence %d of product %d: %w", token, productID, seckill.ErrFenceRejected)
 	}
-	p, err := product(g.db.WithContext(ctx), productID)
-	if err != nil {
-		return nil, nil, err
-	}
-	bought, err := g.buyers(ctx, productID, userIDs)
-	if err != nil {
-		return nil, nil, err
-	}
-	return p, bought, nil
+	return g.productAndBuyers(ctx, productID, userIDs)
 }
 
 func (g gormPath) placeOrders(ctx context.Context, productID, token, newStock int64, orders []*seckill.Order) error {
