@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -31,172 +30,50 @@ import (
 // work does not depend on any one buyer still listening, and its answer
 // is the order that was made.
 
-// purchaseQueue holds one product's waiting purchases. Guarded by
-// batcher.mu.
-type purchaseQueue struct {
-	waiting []*purchaseCall // arrival order; waiting[0] leads when leading is set
-	leading bool
-}
-
 // purchaseCall is one purchase in a queue.
 type purchaseCall struct {
+	seat[callResult]
 	ctx      context.Context
 	userID   string
 	deadline time.Time
-	state    callState       // guarded by batcher.mu
-	done     chan callResult // capacity 1: the answer, or the lead
 }
-
-type callState int
-
-const (
-	callQueued  callState = iota // waiting for its batch
-	callLeading                  // at the head: takes the lock for the next batch
-	callBatched                  // taken into a batch; its answer comes on done
-)
 
 type callResult struct {
 	order *Order
 	err   error
-	lead  bool // not an answer: the call now leads its queue
 }
 
-// batcher is the queues of the products being bought in this process.
-type batcher struct {
-	mu     sync.Mutex
-	queues map[int64]*purchaseQueue
-}
-
-// enqueue adds c to the product's queue. lead is true when c found no
-// leader and so leads at once; a full queue refuses c with ErrBusy.
-func (b *batcher) enqueue(productID int64, c *purchaseCall, max int) (q *purchaseQueue, lead bool, err error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	q = b.queues[productID]
-	if q == nil {
-		q = &purchaseQueue{}
-		b.queues[productID] = q
-	}
-	if len(q.waiting) >= max {
-		return nil, false, fmt.Errorf("product %d: %d purchases already wait: %w", productID, len(q.waiting), ErrBusy)
-	}
-	q.waiting = append(q.waiting, c)
-	if !q.leading {
-		q.leading, c.state = true, callLeading
-	}
-	return q, c.state == callLeading, nil
-}
-
-// leave takes a queued c out of q, for a purchase that stops waiting. It
-// reports false when c is already batched or leading: its answer (or the
-// lead) is then on its way.
-func (b *batcher) leave(q *purchaseQueue, c *purchaseCall) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if c.state != callQueued {
-		return false
-	}
-	q.remove(c)
-	return true
-}
-
-// take removes up to max purchases from the head of q and marks them
-// batched. Those whose context has ended are left out and answered
-// ErrBusy (the leader's own, with the others, is returned in gone).
-func (b *batcher) take(q *purchaseQueue, leader *purchaseCall, max int) (batch []*purchaseCall, leaderGone error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := 0
-	for n < len(q.waiting) && len(batch) < max {
-		c := q.waiting[n]
-		n++
-		if err := c.ctx.Err(); err != nil {
-			err = fmt.Errorf("the buyer left before the purchase was made: %w: %w", ErrBusy, err)
-			if c == leader {
-				leaderGone = err
-			} else {
-				c.state = callBatched
-				c.done <- callResult{err: err}
-			}
-			continue
-		}
-		c.state = callBatched
-		batch = append(batch, c)
-	}
-	q.waiting = q.waiting[n:]
-	return batch, leaderGone
-}
-
-// handOn passes the lead of q to the purchase at its head, or forgets q
-// when nobody waits. leader is the call that led, taken out of q if it is
-// still there (its lock was not acquired).
-func (b *batcher) handOn(productID int64, q *purchaseQueue, leader *purchaseCall) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	q.remove(leader)
-	if len(q.waiting) == 0 {
-		q.leading = false
-		if b.queues[productID] == q {
-			delete(b.queues, productID)
-		}
-		return
-	}
-	next := q.waiting[0]
-	next.state = callLeading
-	next.done <- callResult{lead: true}
-}
-
-func (q *purchaseQueue) remove(c *purchaseCall) {
-	for i, w := range q.waiting {
-		if w == c {
-			q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
-			return
-		}
-	}
-}
+// batcher is the line of this process's purchases (line.go).
+type batcher = line[*purchaseCall, callResult]
 
 // purchaseBatched is Purchase's steps 3 to 7 with group commit.
 func (s *Service) purchaseBatched(ctx context.Context, productID int64, userID string) (*Order, error) {
-	c := &purchaseCall{ctx: ctx, userID: userID, deadline: time.Now().Add(s.wait), done: make(chan callResult, 1)}
-	q, lead, err := s.batch.enqueue(productID, c, s.queueMax)
-	if err != nil {
-		return nil, err
+	c := &purchaseCall{seat: newSeat[callResult](), ctx: ctx, userID: userID, deadline: time.Now().Add(s.wait)}
+	q, lead, ok := s.batch.join(productID, c, s.queueMax)
+	if !ok {
+		return nil, fmt.Errorf("product %d: %d purchases already wait: %w", productID, s.queueMax, ErrBusy)
 	}
 	if !lead {
-		res := s.await(ctx, q, c)
-		if !res.lead {
-			return res.order, res.err
+		t := time.NewTimer(time.Until(c.deadline))
+		defer t.Stop()
+		// Once batched, or given the lead, the turn is bounded by one
+		// batch's work (or, for a lead, by the deadline that has passed).
+		turn, left := s.batch.wait(ctx, q, c, t.C)
+		if left != nil {
+			return nil, fmt.Errorf("no turn within %v: %w: %w", s.wait, ErrBusy, left)
+		}
+		if !turn.lead {
+			return turn.answer.order, turn.answer.err
 		}
 	}
 	return s.lead(ctx, productID, q, c)
-}
-
-// await waits for c's answer or its lead, for at most its wait.
-func (s *Service) await(ctx context.Context, q *purchaseQueue, c *purchaseCall) callResult {
-	t := time.NewTimer(time.Until(c.deadline))
-	defer t.Stop()
-	var cause error
-	select {
-	case res := <-c.done:
-		return res
-	case <-ctx.Done():
-		cause = ctx.Err()
-	case <-t.C:
-		cause = context.DeadlineExceeded
-	}
-	if s.batch.leave(q, c) {
-		return callResult{err: fmt.Errorf("no turn within %v: %w: %w", s.wait, ErrBusy, cause)}
-	}
-	// Batched or just given the lead: the answer is on its way, bounded by
-	// one batch's work (or, for a lead, by the deadline that has passed).
-	return <-c.done
 }
 
 // lead takes the product's lock for the queue, serves one batch, answers
 // it, and hands the lead on. The lock is taken for every buyer in the
 // batch, so the leader's own cancellation does not stop it; its wait is
 // the oldest in the queue, and bounds the lock's.
-func (s *Service) lead(ctx context.Context, productID int64, q *purchaseQueue, c *purchaseCall) (*Order, error) {
+func (s *Service) lead(ctx context.Context, productID int64, q *queue[*purchaseCall], c *purchaseCall) (*Order, error) {
 	defer s.batch.handOn(productID, q, c)
 	actx, cancel := context.WithDeadline(context.WithoutCancel(ctx), c.deadline)
 	defer cancel()
@@ -206,32 +83,27 @@ func (s *Service) lead(ctx context.Context, productID int64, q *purchaseQueue, c
 	}
 	defer s.release(ctx, productID, lease)
 
-	batch, leaderGone := s.batch.take(q, c, s.batchMax)
-	answered := false
-	defer func() {
-		// Only a panic gets here with the batch unanswered: its buyers
-		// must not wait for an answer that will never come.
-		if answered {
-			return
+	// Purchases whose buyer left before their batch was formed are not
+	// sold; the others are, whoever still listens.
+	var leaderGone error
+	batch := s.batch.take(q, s.batchMax, func(bc *purchaseCall) bool {
+		err := bc.ctx.Err()
+		if err == nil {
+			return true
 		}
-		for _, bc := range batch {
-			if bc != c {
-				bc.done <- callResult{err: errBatchAborted}
-			}
-		}
-	}()
-	wctx, cancelWork := context.WithTimeout(context.WithoutCancel(ctx), batchWorkTimeout)
-	defer cancelWork()
-	results := s.serveBatch(wctx, productID, lease.Token(), batch)
-	var mine callResult
-	for i, bc := range batch {
+		err = fmt.Errorf("the buyer left before the purchase was made: %w: %w", ErrBusy, err)
 		if bc == c {
-			mine = results[i]
-			continue
+			leaderGone = err
+		} else {
+			answer(bc, callResult{err: err})
 		}
-		bc.done <- results[i]
-	}
-	answered = true
+		return false
+	})
+	mine := serveTaken(batch, c, callResult{err: errBatchAborted}, func() []callResult {
+		wctx, cancelWork := context.WithTimeout(context.WithoutCancel(ctx), batchWorkTimeout)
+		defer cancelWork()
+		return s.serveBatch(wctx, productID, lease.Token(), batch)
+	})
 	if leaderGone != nil {
 		return nil, leaderGone
 	}

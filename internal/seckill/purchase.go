@@ -119,7 +119,7 @@ func (s *Service) release(ctx context.Context, productID int64, lease Lock) {
 // once the stock is gone), and it is in stock. Step 5 checks again under
 // the lock.
 func (s *Service) available(ctx context.Context, productID int64, userID string) (*Product, error) {
-	p, bought, err := s.reads.read(ctx, s.store, productID, userID)
+	p, bought, err := s.read(ctx, productID, userID)
 	if err != nil {
 		return nil, err
 	}

@@ -94,8 +94,8 @@ func NewService(locker Locker, store Store, opts Options) *Service {
 		batchMax: max(opts.BatchMax, 1),
 		queueMax: opts.QueueMax,
 		wait:     opts.Wait,
-		batch:    batcher{queues: make(map[int64]*purchaseQueue)},
-		reads:    reads{queues: make(map[int64]*readQueue)},
+		batch:    newLine[*purchaseCall, callResult](),
+		reads:    newLine[*readCall, readResult](),
 	}
 	if opts.Unfenced {
 		u, ok := store.(UnfencedStore)
