@@ -44,10 +44,7 @@ func NewConditional(store ConditionalStore, opts Options) *Conditional {
 func (c *Conditional) Purchase(ctx context.Context, productID int64, userID string) (order *Order, err error) {
 	start := c.now()
 	defer func() { c.rec.PurchaseDone(OutcomeOf(err), c.now().Sub(start)) }()
-	if err := ValidateProductID(productID); err != nil {
-		return nil, err
-	}
-	if err := ValidateUserID(userID); err != nil {
+	if err := validatePurchase(productID, userID); err != nil {
 		return nil, err
 	}
 	// The fast paths, as in the locked design: a buyer who has an order,

@@ -71,10 +71,7 @@ func NewAsyncCounterSale(counter Counter, queue OrderQueue, store CounterStore, 
 func (s *AsyncCounterSale) Purchase(ctx context.Context, productID int64, userID string) (order *Order, err error) {
 	start := s.now()
 	defer func() { s.rec.PurchaseDone(OutcomeOf(err), s.now().Sub(start)) }()
-	if err := ValidateProductID(productID); err != nil {
-		return nil, err
-	}
-	if err := ValidateUserID(userID); err != nil {
+	if err := validatePurchase(productID, userID); err != nil {
 		return nil, err
 	}
 	o := &Order{ProductID: productID, UserID: userID, CreatedAt: s.now().UTC()}

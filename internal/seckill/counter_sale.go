@@ -42,10 +42,7 @@ func NewCounterSale(counter Counter, store CounterStore, opts Options) *CounterS
 func (s *CounterSale) Purchase(ctx context.Context, productID int64, userID string) (order *Order, err error) {
 	start := s.now()
 	defer func() { s.rec.PurchaseDone(OutcomeOf(err), s.now().Sub(start)) }()
-	if err := ValidateProductID(productID); err != nil {
-		return nil, err
-	}
-	if err := ValidateUserID(userID); err != nil {
+	if err := validatePurchase(productID, userID); err != nil {
 		return nil, err
 	}
 	// The decision: one script, which builds the counter first if Redis

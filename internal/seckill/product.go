@@ -82,3 +82,12 @@ func ValidateUserID(id string) error {
 	}
 	return nil
 }
+
+// validatePurchase checks a purchase's input, the product id first: every
+// design answers bad input alike, before it touches anything.
+func validatePurchase(productID int64, userID string) error {
+	if err := ValidateProductID(productID); err != nil {
+		return err
+	}
+	return ValidateUserID(userID)
+}

@@ -20,10 +20,7 @@ func (s *Service) Purchase(ctx context.Context, productID int64, userID string) 
 	defer func() { s.rec.PurchaseDone(OutcomeOf(err), s.now().Sub(start)) }()
 
 	// Step 1.
-	if err := ValidateProductID(productID); err != nil {
-		return nil, err
-	}
-	if err := ValidateUserID(userID); err != nil {
+	if err := validatePurchase(productID, userID); err != nil {
 		return nil, err
 	}
 	// Step 2: the fast paths, from the shared database (package doc).
