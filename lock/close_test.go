@@ -79,11 +79,9 @@ func acquireRacingClose(t *testing.T) error {
 	// A Lock returned after Close must at least be watched: Lost closes
 	// when its lease runs out (with renewal stopped, at its deadline).
 	awaitExpired(t, c, lockKey("closing"), 5*time.Second)
-	select {
-	case <-r.lk.Lost():
-		return nil
-	case <-time.After(time.Until(r.lk.Deadline()) + 200*time.Millisecond):
+	if !lostBy(r.lk, r.lk.Deadline().Add(200*time.Millisecond)) {
 		return fmt.Errorf("Acquire during Close returned a Lock whose lease ran out (deadline %v ago) without Lost closing (Err = %v)",
 			time.Since(r.lk.Deadline()).Round(time.Millisecond), r.lk.Err())
 	}
+	return nil
 }

@@ -107,6 +107,26 @@ func wrappedClient(t *testing.T, srv *redistest.Server, opts redis.Options, wrap
 	return c
 }
 
+// lostBy reports whether lk's Lost closed by the time at. A Lost already
+// closed counts whatever the time now, so that a test which reaches this
+// late on a loaded machine does not race the closed channel against a
+// timer that is already due.
+func lostBy(lk *lock.Lock, at time.Time) bool {
+	select {
+	case <-lk.Lost():
+		return true
+	default:
+	}
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-lk.Lost():
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 func mustAcquire(t *testing.T, l *lock.Locker, name string) *lock.Lock {
 	t.Helper()
 	lk, err := l.Acquire(context.Background(), name)

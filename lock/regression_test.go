@@ -220,9 +220,7 @@ func TestLossReportedWhileRenewalHangs(t *testing.T) {
 	// Without the scheduled deadline, Lost would close only when the hung
 	// renewal returns, about 1.1 s after the acquisition and 0.8 s after
 	// the Deadline; 400 ms of slack tells the two apart on a loaded machine.
-	select {
-	case <-lk.Lost():
-	case <-time.After(time.Until(lk.Deadline()) + 400*time.Millisecond):
+	if !lostBy(lk, lk.Deadline().Add(400*time.Millisecond)) {
 		t.Fatalf("two holders: other holds token %d; the holder's Deadline passed %v ago, yet Lost is open, Err = %v, ctx.Err = %v",
 			lkO.Token(), time.Since(lk.Deadline()).Round(time.Millisecond), lk.Err(), lctx.Err())
 	}
