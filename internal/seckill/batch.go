@@ -56,8 +56,8 @@ func (s *Service) purchaseBatched(ctx context.Context, productID int64, userID s
 	if !lead {
 		t := time.NewTimer(time.Until(c.deadline))
 		defer t.Stop()
-		// Once batched, or given the lead, the turn is bounded by one
-		// batch's work (or, for a lead, by the deadline that has passed).
+		// Once batched, the answer comes within one batch's work
+		// (batchWorkTimeout); a lead is already there.
 		turn, left := s.batch.wait(ctx, q, c, t.C)
 		if left != nil {
 			return nil, fmt.Errorf("no turn within %v: %w: %w", s.wait, ErrBusy, left)
@@ -85,27 +85,19 @@ func (s *Service) lead(ctx context.Context, productID int64, q *queue[*purchaseC
 
 	// Purchases whose buyer left before their batch was formed are not
 	// sold; the others are, whoever still listens.
-	var leaderGone error
-	batch := s.batch.take(q, s.batchMax, func(bc *purchaseCall) bool {
-		err := bc.ctx.Err()
-		if err == nil {
-			return true
+	batch, refusal, ok := s.batch.take(q, c, s.batchMax, func(bc *purchaseCall) (callResult, bool) {
+		if err := bc.ctx.Err(); err != nil {
+			return callResult{err: fmt.Errorf("the buyer left before the purchase was made: %w: %w", ErrBusy, err)}, false
 		}
-		err = fmt.Errorf("the buyer left before the purchase was made: %w: %w", ErrBusy, err)
-		if bc == c {
-			leaderGone = err
-		} else {
-			answer(bc, callResult{err: err})
-		}
-		return false
+		return callResult{}, true
 	})
 	mine := serveTaken(batch, c, callResult{err: errBatchAborted}, func() []callResult {
 		wctx, cancelWork := context.WithTimeout(context.WithoutCancel(ctx), batchWorkTimeout)
 		defer cancelWork()
 		return s.serveBatch(wctx, productID, lease.Token(), batch)
 	})
-	if leaderGone != nil {
-		return nil, leaderGone
+	if !ok {
+		return nil, refusal.err
 	}
 	return mine.order, mine.err
 }

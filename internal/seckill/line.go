@@ -2,6 +2,7 @@ package seckill
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -14,10 +15,12 @@ import (
 //	calls ──queue per product──▶ the oldest leads: takes calls from the head ─ works ─ answers each ─ hands the lead on
 //
 // The first call to find nobody leading leads at once. Every other call
-// waits for its turn: its answer, from a leader that took it into its
-// work, or the lead, handed on by the leader before it. A call still
-// queued may leave; once taken, or given the lead, its turn is on its way
-// and it waits for that.
+// waits for its turn: the lead, handed on by the leader before it, or its
+// answer from the leader that took it (the work's answer, or at once a
+// refusal, such as for a buyer who left). A call still queued may leave;
+// once taken, or given the lead, it waits for its turn: a lead is already
+// on its way, and an answer comes when the leader's work ends, which the
+// users of a line bound (a batch's and a read's timeouts).
 
 // line holds the queues of the products being worked on. C is the call,
 // a pointer to a struct that embeds a seat[R]; R is a call's answer.
@@ -28,7 +31,7 @@ type line[C call[R], R any] struct {
 
 // queue is one product's calls. Guarded by line.mu.
 type queue[C comparable] struct {
-	waiting []C // arrival order; waiting[0] leads when leading is set
+	waiting []C // arrival order; the leader is waiting[0] until it takes
 	leading bool
 }
 
@@ -54,9 +57,9 @@ func newSeat[R any]() seat[R] { return seat[R]{done: make(chan turn[R], 1)} }
 type seatState int
 
 const (
-	seatQueued  seatState = iota // waiting for its turn
-	seatLeading                  // at the head: does the next piece of work
-	seatTaken                    // in a leader's work; its answer comes on done
+	seatQueued  seatState = iota // in the queue, waiting for its turn
+	seatLeading                  // in the queue, at its head, given the lead
+	seatTaken                    // out of the queue, taken by a leader (the leader too)
 )
 
 // turn is what a waiting call is given.
@@ -96,8 +99,7 @@ func (l *line[C, R]) join(productID int64, c C, max int) (q *queue[C], lead, ok 
 // wait waits for c's turn until ctx ends or expire fires (nil: never).
 // Then a call still queued leaves q, and wait returns why (ctx's error, or
 // context.DeadlineExceeded for expire); a call already taken or given the
-// lead waits on for its turn, which is bounded by the work it was taken
-// into.
+// lead waits on for its turn, whatever ctx (see the line's doc).
 func (l *line[C, R]) wait(ctx context.Context, q *queue[C], c C, expire <-chan time.Time) (t turn[R], left error) {
 	s := c.seatOf()
 	select {
@@ -126,24 +128,36 @@ func (l *line[C, R]) leave(q *queue[C], c C) bool {
 }
 
 // take removes calls from the head of q, marks them taken and returns up
-// to max of them: those that keep accepts (nil keep accepts all). keep
-// runs under the line's lock; a call it refuses is out of q all the same,
-// and keep answers it (answer) unless it is the leader.
-func (l *line[C, R]) take(q *queue[C], max int, keep func(C) bool) []C {
+// to max of them, those that keep accepts (nil keep accepts all). keep,
+// run under the line's lock, refuses a call by returning its answer and
+// false: the call is out of q all the same, does not count towards max,
+// and take sends it that answer, except to leader, whose refusal take
+// returns with ok false.
+func (l *line[C, R]) take(q *queue[C], leader C, max int, keep func(C) (R, bool)) (taken []C, refusal R, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var taken []C
+	ok = true
 	n := 0
 	for n < len(q.waiting) && len(taken) < max {
 		c := q.waiting[n]
 		n++
 		c.seatOf().state = seatTaken
-		if keep == nil || keep(c) {
+		if keep == nil {
 			taken = append(taken, c)
+			continue
+		}
+		r, kept := keep(c)
+		switch {
+		case kept:
+			taken = append(taken, c)
+		case c == leader:
+			refusal, ok = r, false
+		default:
+			answer(c, r)
 		}
 	}
 	q.waiting = q.waiting[n:]
-	return taken
+	return taken, refusal, ok
 }
 
 // handOn passes the lead of q to the call at its head, or forgets q when
@@ -152,7 +166,9 @@ func (l *line[C, R]) take(q *queue[C], max int, keep func(C) bool) []C {
 func (l *line[C, R]) handOn(productID int64, q *queue[C], leader C) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	q.remove(leader)
+	if leader.seatOf().state == seatLeading {
+		q.remove(leader) // waiting[0]
+	}
 	if len(q.waiting) == 0 {
 		q.leading = false
 		if l.queues[productID] == q {
@@ -165,8 +181,8 @@ func (l *line[C, R]) handOn(productID int64, q *queue[C], leader C) {
 	next.done <- turn[R]{lead: true}
 }
 
-// waiting is how many calls of the product wait in l (the leader of work in
-// flight is not waiting).
+// waiting is how many calls of the product are in its queue: a leader
+// that has not taken yet (a batch's, waiting for the lock) is one of them.
 func (l *line[C, R]) waiting(productID int64) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -191,28 +207,29 @@ func answer[R any](c seated[R], r R) { c.seatOf().done <- turn[R]{answer: r} }
 // serveTaken runs work for the calls a leader took, gives each call but
 // the leader its answer (work's answers[i] for taken[i]) and returns the
 // leader's (the zero R if the leader is not among them). If work panics,
-// the others are answered aborted before the panic goes on: none of them
-// may wait for an answer that will never come.
+// or returns a wrong number of answers, every other call is answered
+// aborted before the panic goes on: none of them may wait for an answer
+// that will never come.
 func serveTaken[C call[R], R any](taken []C, leader C, aborted R, work func() []R) (mine R) {
-	answered := false
+	sent := 0 // taken[:sent] are answered
 	defer func() {
-		if answered {
-			return
-		}
-		for _, c := range taken {
+		for _, c := range taken[sent:] {
 			if c != leader {
 				answer(c, aborted)
 			}
 		}
 	}()
 	answers := work()
+	if len(answers) != len(taken) {
+		panic(fmt.Sprintf("seckill: %d answers for %d calls", len(answers), len(taken)))
+	}
 	for i, c := range taken {
 		if c == leader {
 			mine = answers[i]
-			continue
+		} else {
+			answer(c, answers[i])
 		}
-		answer(c, answers[i])
+		sent = i + 1
 	}
-	answered = true
 	return mine
 }

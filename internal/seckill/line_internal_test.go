@@ -54,13 +54,12 @@ func TestLineLeadsTakesAndHandsOn(t *testing.T) {
 	}
 	// a takes three calls, itself first, refusing c (whose buyer left)
 	// and so going on to d.
-	taken := l.take(q, 3, func(x *testCall) bool {
-		if x == c {
-			answer(x, "left")
-			return false
-		}
-		return true
+	taken, _, ok := l.take(q, a, 3, func(x *testCall) (string, bool) {
+		return "left", x != c
 	})
+	if !ok {
+		t.Fatal("take reports the leader refused")
+	}
 	if got := names(taken); !slices.Equal(got, []string{"a", "b", "d"}) {
 		t.Fatalf("taken %v, want [a b d]", got)
 	}
@@ -81,7 +80,7 @@ func TestLineLeadsTakesAndHandsOn(t *testing.T) {
 	if n := l.waiting(1); n != 1 {
 		t.Fatalf("%d waiting, want e alone", n)
 	}
-	l.take(q, 1, nil)
+	l.take(q, e, 1, nil)
 	l.handOn(1, q, e)
 	if n := l.waiting(1); n != 0 || l.queues[1] != nil {
 		t.Fatalf("product 1 still has a queue (%d waiting) after its last call", n)
@@ -117,10 +116,48 @@ func TestLineWaitLeavesOnlyWhileQueued(t *testing.T) {
 		t.Fatalf("%d waiting, want a and c", n)
 	}
 	// c is taken: its answer is on its way, and wait returns it.
-	l.take(q, 2, nil)
+	l.take(q, a, 2, nil)
 	answer(c, "sold")
 	if tr, left := l.wait(ended, q, c, nil); left != nil || tr.answer != "sold" {
 		t.Fatalf("taken call's wait: %+v, left=%v; want its answer", tr, left)
+	}
+}
+
+// A leader refused by keep hears it from take; nothing is sent to it,
+// and the lead still goes on.
+func TestLineTakeReturnsTheLeadersRefusal(t *testing.T) {
+	l := newLine[*testCall, string]()
+	a, b := newTestCall("a"), newTestCall("b")
+	q, _, _ := l.join(1, a, unbounded)
+	l.join(1, b, unbounded)
+	taken, refusal, ok := l.take(q, a, 1, func(x *testCall) (string, bool) { return "gone", x != a })
+	if ok || refusal != "gone" || !slices.Equal(names(taken), []string{"b"}) {
+		t.Fatalf("take: taken %v, refusal %q, ok %v; want [b], the leader's refusal, false", names(taken), refusal, ok)
+	}
+	select {
+	case tr := <-a.done:
+		t.Fatalf("the refused leader was sent %+v", tr)
+	default:
+	}
+	l.handOn(1, q, a)
+	if l.queues[1] != nil {
+		t.Fatal("the queue outlived its last call")
+	}
+}
+
+// A leader that failed before taking (its lock was not acquired) is still
+// at the head; handOn takes it out and passes the lead on.
+func TestLineHandOnBeforeTake(t *testing.T) {
+	l := newLine[*testCall, string]()
+	a, b := newTestCall("a"), newTestCall("b")
+	q, _, _ := l.join(1, a, unbounded)
+	l.join(1, b, unbounded)
+	l.handOn(1, q, a)
+	if got := turnNow(t, b); !got.lead {
+		t.Fatalf("b's turn %+v, want the lead", got)
+	}
+	if n := l.waiting(1); n != 1 {
+		t.Fatalf("%d in the queue, want b alone", n)
 	}
 }
 
@@ -143,5 +180,25 @@ func TestServeTakenAnswersTheOthersWhenWorkPanics(t *testing.T) {
 	case tr := <-a.done:
 		t.Fatalf("the leader was sent %+v; it answers itself", tr)
 	default:
+	}
+}
+
+// Work that answers the wrong number of calls is a panic, and every other
+// call hears aborted exactly once (a second send would block the leader
+// for good on the calls' one-answer channels).
+func TestServeTakenRefusesAWrongNumberOfAnswers(t *testing.T) {
+	a, b, c := newTestCall("a"), newTestCall("b"), newTestCall("c")
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("two answers for three calls did not panic")
+			}
+		}()
+		serveTaken([]*testCall{a, b, c}, a, "aborted", func() []string { return []string{"for a", "for b"} })
+	}()
+	for _, x := range []*testCall{b, c} {
+		if got := turnNow(t, x); got.answer != "aborted" {
+			t.Fatalf("%s's turn %+v, want aborted", x.name, got)
+		}
 	}
 }

@@ -68,7 +68,7 @@ func (s *Service) read(ctx context.Context, productID int64, userID string) (*Pr
 	// The read starts after every buyer it serves was taken from the
 	// queue, so after each of them arrived.
 	defer s.reads.handOn(productID, q, c)
-	batch := s.reads.take(q, readBatchMax, nil)
+	batch, _, _ := s.reads.take(q, c, readBatchMax, nil)
 	mine := serveTaken(batch, c, readResult{err: errReadAborted}, func() []readResult {
 		users := make([]string, len(batch))
 		for i, b := range batch {
