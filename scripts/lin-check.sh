@@ -35,7 +35,7 @@ check() {
 			echo "lin-check: FAIL: $what, run $i of $n: fault not injected: no restock ran"
 			exit 1
 		fi
-		echo "lin-check: ok: $what, run $i of $n ($((SECONDS - start))s, $restocks restocks): $(grep -m1 '^  linearizable:' <<<"$out" | cut -c3-160)"
+		echo "lin-check: ok: $what, run $i of $n ($((SECONDS - start))s, $restocks restocks): $(grep '^  linearizable:' <<<"$out" | tail -1 | cut -c3-160)"
 	done
 }
 check "redis lock, linearizable" yes

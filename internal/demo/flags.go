@@ -90,7 +90,8 @@ not; with -design, only that design's rows.
 Exit status: 0 when the verdict is a pass (with -matrix: every row as
 expected), 1 when it is not (an oversell or a history that is not
 linearizable, or with -expect-oversell neither), 2 for usage errors and
-failures to start or to run.
+failures to start or to run. A sale that was to show a fault or an
+oversell and did not runs again on fresh replicas, 3 sales at most.
 
 Environment: SECKILL_DEMO_REDIS=auto|server|embedded is the default of -redis.
 

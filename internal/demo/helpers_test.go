@@ -100,16 +100,19 @@ var (
 	dirRE  = regexp.MustCompile(`sharing (\S+)/seckill\.db`)
 )
 
-// assertCleanedUp checks, from what the demo printed, that its temporary
-// directory is gone, and its Redis too.
+// assertCleanedUp checks, from what the demo printed, that the temporary
+// directory of each of its sales is gone, and its Redis and replica
+// processes too.
 func assertCleanedUp(t *testing.T, r run) {
 	t.Helper()
-	m := dirRE.FindStringSubmatch(r.stdout)
-	if m == nil {
+	dirs := dirRE.FindAllStringSubmatch(r.stdout, -1)
+	if dirs == nil {
 		t.Fatal("the demo did not print its database path")
 	}
-	if _, err := os.Stat(m[1]); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("temporary directory %s: got stat error %v, want it removed", m[1], err)
+	for _, m := range dirs {
+		if _, err := os.Stat(m[1]); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("temporary directory %s: got stat error %v, want it removed", m[1], err)
+		}
 	}
 	assertRedisGone(t, r)
 	assertReplicaProcessesGone(t, r)
@@ -118,15 +121,13 @@ func assertCleanedUp(t *testing.T, r run) {
 var pidsRE = regexp.MustCompile(`demo: the replicas run as processes of their own \(pids ([\d, ]+)\)`)
 
 // assertReplicaProcessesGone checks that the replica processes the demo
-// printed no longer exist.
+// printed, in every sale, no longer exist.
 func assertReplicaProcessesGone(t *testing.T, r run) {
 	t.Helper()
-	m := pidsRE.FindStringSubmatch(r.stdout)
-	if m == nil {
-		return
-	}
-	for _, s := range strings.Split(m[1], ", ") {
-		assertGone(t, "replica", s)
+	for _, m := range pidsRE.FindAllStringSubmatch(r.stdout, -1) {
+		for _, s := range strings.Split(m[1], ", ") {
+			assertGone(t, "replica", s)
+		}
 	}
 }
 
