@@ -102,10 +102,11 @@ func latency(d, length time.Duration) linkFault {
 // takeover is what a link fault saw of the lock while a was cut off.
 type takeover struct {
 	// took is how long after the fault's start another owner held the
-	// product's lock in Redis while a was still in the hold the fault
-	// caught (0: not seen).
+	// product's lock in Redis while a was still in a hold that began
+	// before (0: not seen).
 	took time.Duration
-	// owners are a's lock value and the one that replaced it.
+	// owners are the lock's value before that owner (a's, unless a took
+	// its hold while the one before still held) and that owner's.
 	owners [2]string
 }
 
@@ -114,7 +115,7 @@ type takeover struct {
 // (waitEvidence); note, which says what the fault did, gains both.
 func (tk takeover) judge(ctx context.Context, h *holderSale, before metrics, note string) (bool, string, error) {
 	if tk.took > 0 {
-		note += fmt.Sprintf("; %v in, Redis gave the lock to %q while %s still held it as %q", tk.took.Round(time.Millisecond), tk.owners[1], h.a.name, tk.owners[0])
+		note += fmt.Sprintf("; %v in, Redis's owner went from %q to %q while %s was in one hold", tk.took.Round(time.Millisecond), tk.owners[0], tk.owners[1], h.a.name)
 	}
 	evidence, err := waitEvidence(ctx, h.a, h.b, h.id, h.stock, before, h.control)
 	if err != nil {
@@ -205,10 +206,13 @@ func (tk takeover) assertOutcome(t *testing.T, a *replica, what string, ma metri
 }
 
 // watchTakeover polls Redis from the start of the fault until another
-// owner holds the product's lock while a is still in the hold that was
-// seen in before (same acquisitions, still held), or until the fault's
-// end plus a grace for a loaded machine. It returns what it saw; a
-// zero took means no takeover in time.
+// owner holds the product's lock while a is in a hold that began before
+// that owner's (a's acquisitions unchanged since the owner before it was
+// seen, and a still holding), or until the fault's end plus a grace for a
+// loaded machine. The hold seen in before may end before the fault slows
+// it (a loaded machine can see a hold late); the fault stays in place, so
+// the watch then follows a's next holds rather than give up. It returns
+// what it saw; a zero took means no takeover in time.
 func watchTakeover(ctx context.Context, a *replica, redisAddr string, id int64, owner string, before metrics, end time.Time) (takeover, error) {
 	start := time.Now()
 	ctx, cancel := context.WithDeadline(ctx, end.Add(5*time.Second))
@@ -219,6 +223,7 @@ func watchTakeover(ctx context.Context, a *replica, redisAddr string, id int64, 
 	rc := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	defer rc.Close()
 	key := lockKey(id)
+	acquisitions := before.acquisitions()
 	var tk takeover
 	err := poll.Until(ctx, 2*time.Millisecond, func() (bool, error) {
 		now, err := ownerOn(ctx, rc, key)
@@ -229,8 +234,15 @@ func watchTakeover(ctx context.Context, a *replica, redisAddr string, id int64, 
 		if err != nil {
 			return false, nil
 		}
-		if m.acquisitions() != before.acquisitions() || m.held() < 1 {
-			return true, nil // a's hold ended first: no overlap seen
+		if m.acquisitions() != acquisitions || m.held() < 1 {
+			// a's hold ended before this owner came: no overlap. Watch
+			// on from the owner read after this scrape, so that a hold
+			// of a's that began in between is not taken for another's.
+			acquisitions = m.acquisitions()
+			if owner, err = ownerOn(ctx, rc, key); err != nil {
+				owner = now
+			}
+			return false, nil
 		}
 		tk = takeover{took: time.Since(start), owners: [2]string{owner, now}}
 		return true, nil
