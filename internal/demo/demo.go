@@ -138,10 +138,11 @@ func runSale(ctx context.Context, o options, rds *redisHandle, logs *replicaLogs
 	}
 }
 
-// saleOnce runs one sale on new replicas and prints its verdict. missing
-// is why the sale does not show what it was to show (its fault, or the
-// broken mode's oversell), "" when it does or was to show nothing; a sale
-// that will not be run again (last false) may keep its replicas up (-keep).
+// saleOnce runs one sale on new replicas. missing is why the sale does
+// not show what it was to show (its fault, or the broken mode's
+// oversell), "" when it does or was to show nothing. When again is set,
+// such a sale returns without a verdict, to be run again; otherwise it
+// prints its verdict and may keep its replicas up (-keep).
 func saleOnce(ctx context.Context, o options, cfg app.Config, logs *replicaLogs, stdout, stderr io.Writer, again bool) (code int, missing string) {
 	c, err := startCluster(ctx, o.replicas, cfg, o.command, logs.logger)
 	if err != nil {
