@@ -255,7 +255,7 @@ func (lk *Lock) Release(ctx context.Context) error {
 
 	released, err := lk.locker.release(ctx, lk)
 	obs := lk.locker.opts.Observer
-	obs.Released(lk.name, time.Since(lk.acquired))
+	held := time.Since(lk.acquired)
 	if lostErr == nil && err == nil && !released {
 		// The key was already gone or someone else's, or (passed on
 		// within the process) a check after the hand-off found it so.
@@ -268,6 +268,9 @@ func (lk *Lock) Release(ctx context.Context) error {
 		obs.LeaseLost(lk.name)
 		lk.lostAtRelease(lostErr)
 	}
+	// After the loss, so that metrics which show the hold over show its
+	// loss too.
+	obs.Released(lk.name, held)
 	switch {
 	case lostErr != nil:
 		return fmt.Errorf("%w: %q", lostErr, lk.name)

@@ -423,11 +423,17 @@ func TestDistinctNamesDoNotContend(t *testing.T) {
 // countingObserver counts lost leases, as the service's metrics do. When
 // watch is set, it also counts the losses it was told of after the Lost
 // channel in watch had closed: a reader woken by Lost would have missed
-// those in the metrics.
+// those in the metrics. lostAtRelease is the count of losses at the last
+// release it was told of.
 type countingObserver struct {
 	lock.NopObserver
-	lost, late atomic.Int64
-	watch      atomic.Pointer[<-chan struct{}]
+	lost, late    atomic.Int64
+	lostAtRelease atomic.Int64
+	watch         atomic.Pointer[<-chan struct{}]
+}
+
+func (o *countingObserver) Released(string, time.Duration) {
+	o.lostAtRelease.Store(o.lost.Load())
 }
 
 func (o *countingObserver) LeaseLost(string) {
@@ -442,7 +448,8 @@ func (o *countingObserver) LeaseLost(string) {
 }
 
 // A loss that only Release finds (renewal off, the key taken away long
-// before the deadline) is still a lost lease, and counted once.
+// before the deadline) is still a lost lease, counted once, and counted
+// before the release: metrics that show the hold over show its loss.
 func TestLossFoundByReleaseIsCounted(t *testing.T) {
 	srv := redistest.Start(t)
 	obs := &countingObserver{}
@@ -454,6 +461,9 @@ func TestLossFoundByReleaseIsCounted(t *testing.T) {
 	}
 	if n := obs.lost.Load(); n != 1 {
 		t.Fatalf("lost leases counted: %d, want 1", n)
+	}
+	if n := obs.lostAtRelease.Load(); n != 1 {
+		t.Fatalf("lost leases counted when the release was: %d, want 1 (the loss reported after the release)", n)
 	}
 	// A loss the watchdog reported is not counted again by Release.
 	l2 := newLocker(t, srv, lock.Options{TTL: 150 * time.Millisecond, Observer: obs})

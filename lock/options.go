@@ -211,7 +211,8 @@ type Observer interface {
 	Acquired(name string, wait time.Duration, contended bool)
 	// AcquireFailed: Acquire or TryAcquire gave up after wait.
 	AcquireFailed(name string, wait time.Duration, err error)
-	// Released: a holder released the lock after holding it for held.
+	// Released: a holder released the lock after holding it for held. A
+	// loss that the release found is reported (LeaseLost) before it.
 	Released(name string, held time.Duration)
 	// RenewalFailed: one background renewal failed; the lease may survive.
 	RenewalFailed(name string, err error)
