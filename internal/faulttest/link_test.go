@@ -108,14 +108,27 @@ type takeover struct {
 	// owners are the lock's value before that owner (a's, unless a took
 	// its hold while the one before still held) and that owner's.
 	owners [2]string
+	// acquisitions and lost are a's counts of acquisitions and of leases
+	// lost when the hold in which the other owner was seen began (or when
+	// the watch began following it).
+	acquisitions, lost float64
 }
 
 // judge ends a link fault's sale attempt: the fault counts as injected
-// only when the takeover was seen and a was inside its critical section
-// (waitEvidence); note, which says what the fault did, gains both.
-func (tk takeover) judge(ctx context.Context, h *holderSale, before metrics, note string) (bool, string, error) {
+// only when the takeover was seen and confirmed, and a was inside its
+// critical section (waitEvidence); note, which says what the fault did,
+// gains all three. A takeover not confirmed is cleared.
+func (tk *takeover) judge(ctx context.Context, h *holderSale, before metrics, note string) (bool, string, error) {
 	if tk.took > 0 {
 		note += fmt.Sprintf("; %v in, Redis's owner went from %q to %q while %s was in one hold", tk.took.Round(time.Millisecond), tk.owners[0], tk.owners[1], h.a.name)
+		ok, err := tk.confirm(ctx, h.a)
+		if err != nil {
+			return false, "", err
+		}
+		if !ok {
+			*tk = takeover{}
+			note += ", which ended without losing its lease: its release, in flight, had handed the lock on"
+		}
 	}
 	evidence, err := waitEvidence(ctx, h.a, h.b, h.id, h.stock, before, h.control)
 	if err != nil {
@@ -125,6 +138,31 @@ func (tk takeover) judge(ctx context.Context, h *holderSale, before metrics, not
 		return false, note + "; no evidence that it was inside its critical section", nil
 	}
 	return tk.took > 0, note + "; " + evidence, nil
+}
+
+// confirm waits (at most 30 s) until the hold of a's in which another
+// owner was seen has ended, and reports whether a counted a lost lease
+// by then. The lock counts a loss before the release of the hold that
+// suffered it, so a hold that overlapped another owner's shows its loss
+// in the first scrape that shows it over. One that shows none was not
+// overlapped: its release had reached Redis and handed the lock on, and
+// the watch read the new owner before a counted the release.
+func (tk takeover) confirm(ctx context.Context, a *replica) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var lost float64
+	err := poll.Until(ctx, 20*time.Millisecond, func() (bool, error) {
+		m, err := scrape(ctx, a)
+		if err != nil || (m.acquisitions() == tk.acquisitions && m.held() >= 1) {
+			return false, nil
+		}
+		lost = m[mLeasesLost]
+		return true, nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("waiting for the end of %s's hold in which %q was seen: %w", a.name, tk.owners[1], err)
+	}
+	return lost > tk.lost, nil
 }
 
 func redisLinkFault(t *testing.T, f linkFault, control bool) {
@@ -166,10 +204,11 @@ func redisLinkFault(t *testing.T, f linkFault, control bool) {
 			return false, "", werr
 		}
 		note := fmt.Sprintf("%s on %s's Redis link %v into the sale, while it held the lock", f.name, a.name, time.Since(start).Round(time.Millisecond))
+		done, note, err := tk.judge(ctx, h, before, note)
 		if tk.took > 0 {
 			seen = tk
 		}
-		return tk.judge(ctx, h, before, note)
+		return done, note, err
 	})
 
 	ma, mb := mustScrape(t, a), mustScrape(t, b)
@@ -223,7 +262,7 @@ func watchTakeover(ctx context.Context, a *replica, redisAddr string, id int64, 
 	rc := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	defer rc.Close()
 	key := lockKey(id)
-	acquisitions := before.acquisitions()
+	acquisitions, lost := before.acquisitions(), before[mLeasesLost]
 	var tk takeover
 	err := poll.Until(ctx, 2*time.Millisecond, func() (bool, error) {
 		now, err := ownerOn(ctx, rc, key)
@@ -238,13 +277,13 @@ func watchTakeover(ctx context.Context, a *replica, redisAddr string, id int64, 
 			// a's hold ended before this owner came: no overlap. Watch
 			// on from the owner read after this scrape, so that a hold
 			// of a's that began in between is not taken for another's.
-			acquisitions = m.acquisitions()
+			acquisitions, lost = m.acquisitions(), m[mLeasesLost]
 			if owner, err = ownerOn(ctx, rc, key); err != nil {
 				owner = now
 			}
 			return false, nil
 		}
-		tk = takeover{took: time.Since(start), owners: [2]string{owner, now}}
+		tk = takeover{took: time.Since(start), owners: [2]string{owner, now}, acquisitions: acquisitions, lost: lost}
 		return true, nil
 	})
 	if err != nil && ctx.Err() == nil {
