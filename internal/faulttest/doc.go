@@ -158,9 +158,9 @@
 //	  control:  UNSAFE_NO_FENCE=true oversells
 //
 // Each of 8 to 12 checks that its fault took effect (bytes held or
-// delayed, a second holder seen while the first was still inside, two
-// majorities, two masters granting) and otherwise fails as "fault not
-// injected".
+// delayed, a second holder seen while the first was still inside, the
+// first's hold then ending with its lease lost, two majorities, two
+// masters granting) and otherwise fails as "fault not injected".
 //
 // Scenarios 1, 2 (and its control) and 3 also run on PostgreSQL. There a
 // holder's claim and write are statements on a server that other replicas
