@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,37 +22,48 @@ const (
 	fragmentRepeat = "repeat="
 )
 
-// buyers hands out purchase requests: one fresh user id per request, except
-// that a share of them reuse an earlier buyer, spread round-robin over the
-// targets. It is safe for concurrent use, as Vegeta's workers call it at once.
+// buyers hands out purchase requests: one fresh user id per request, each
+// for a product drawn with the sale's skew, except that a share of them
+// reuse an earlier buyer (for that buyer's product), spread round-robin
+// over the targets. It is safe for concurrent use, as Vegeta's workers call
+// it at once.
 type buyers struct {
-	urls   []string // purchase URL on each target
-	prefix string   // user ids are prefix + a decimal sequence number
-	share  float64
-	header http.Header // shared read-only: vegeta copies it per request
+	targets  []string
+	products []string // product ids, as in the URL; index 0 the hottest
+	prefix   string   // user ids are prefix + a decimal sequence number
+	share    float64
+	header   http.Header // shared read-only: vegeta copies it per request
 
-	mu     sync.Mutex
-	n      uint64   // requests handed out
-	fresh  uint64   // fresh user ids handed out
-	bought []uint64 // sequence numbers of users who got a 201
-	rng    *rand.Rand
+	mu      sync.Mutex
+	n       uint64   // requests handed out
+	fresh   uint64   // fresh user ids handed out
+	product []int32  // by fresh user's sequence number: the product it buys
+	demand  []int    // by product: the fresh users who buy it
+	bought  []uint64 // sequence numbers of users who got a 201
+	rng     *rand.Rand
+	pick    func() int
 
 	sent atomic.Uint64 // mirrors n for the progress line, without the lock
 }
 
-// newBuyers returns a source of purchase requests for productID on targets.
-// seed makes the choice of repeat buyers reproducible in tests.
-func newBuyers(targets []string, productID int64, prefix string, share float64, seed uint64) *buyers {
-	urls := make([]string, len(targets))
-	for i, t := range targets {
-		urls[i] = t + "/api/v1/products/" + strconv.FormatInt(productID, 10) + "/purchase"
+// newBuyers returns a source of purchase requests for products on targets,
+// spread over the products by skew. seed makes the choice of products and
+// of repeat buyers reproducible in tests.
+func newBuyers(targets []string, products []int64, skew Skew, prefix string, share float64, seed uint64) *buyers {
+	ids := make([]string, len(products))
+	for i, id := range products {
+		ids[i] = strconv.FormatInt(id, 10)
 	}
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	return &buyers{
-		urls:   urls,
-		prefix: prefix,
-		share:  share,
-		header: http.Header{"Content-Type": []string{"application/json"}},
-		rng:    rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		targets:  targets,
+		products: ids,
+		prefix:   prefix,
+		share:    share,
+		header:   http.Header{"Content-Type": []string{"application/json"}},
+		demand:   make([]int, len(products)),
+		rng:      rng,
+		pick:     skew.Picker(len(products), rng),
 	}
 }
 
@@ -64,24 +76,38 @@ func (b *buyers) next() (target, user string, repeat bool) {
 	n := b.n
 	b.n++
 	b.sent.Store(b.n)
-	target = b.urls[n%uint64(len(b.urls))]
+	base := b.targets[n%uint64(len(b.targets))]
 
 	repeat = n > 0 && b.fresh > 0 &&
 		math.Floor(float64(n+1)*b.share) > math.Floor(float64(n)*b.share)
-	if !repeat {
-		user = b.prefix + strconv.FormatUint(b.fresh, 10)
-		b.fresh++
-		return target, user, false
-	}
-	// Prefer someone who already holds an order: the service must refuse
-	// them whatever else happened. Before the first 201, any earlier user.
 	var seq uint64
-	if len(b.bought) > 0 {
+	switch {
+	case !repeat:
+		seq = b.fresh
+		b.fresh++
+		p := b.pick()
+		b.product = append(b.product, int32(p))
+		b.demand[p]++
+	case len(b.bought) > 0:
+		// Prefer someone who already holds an order: the service must
+		// refuse them whatever else happened.
 		seq = b.bought[b.rng.IntN(len(b.bought))]
-	} else {
+	default:
+		// Before the first 201, any earlier user.
 		seq = b.rng.Uint64N(b.fresh)
 	}
-	return target, b.prefix + strconv.FormatUint(seq, 10), true
+	return purchaseURL(base, b.products[b.product[seq]]), b.prefix + strconv.FormatUint(seq, 10), repeat
+}
+
+// purchaseURL is the purchase endpoint of product id on target.
+func purchaseURL(target, id string) string { return target + "/api/v1/products/" + id + "/purchase" }
+
+// demandOf returns how many fresh users were sent to buy each product, by
+// index.
+func (b *buyers) demandOf() []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.demand)
 }
 
 // recordPurchase records that user got a 201, making them a repeat candidate.
@@ -128,6 +154,22 @@ func (b *buyers) targeter() vegeta.Targeter {
 		t.Header = b.header
 		return nil
 	}
+}
+
+// productOf reads the product id out of a purchase or read URL
+// (.../api/v1/products/ID, then "/purchase" or a fragment); 0 if there is
+// none.
+func productOf(rawURL string) int64 {
+	_, rest, ok := strings.Cut(rawURL, "/api/v1/products/")
+	if !ok {
+		return 0
+	}
+	end := strings.IndexAny(rest, "/#?")
+	if end >= 0 {
+		rest = rest[:end]
+	}
+	id, _ := strconv.ParseInt(rest, 10, 64)
+	return id
 }
 
 // buyerOf reads the buyer back from a result URL written by targeter.

@@ -10,7 +10,7 @@ import (
 )
 
 func TestBuyersFreshUsersAreDistinct(t *testing.T) {
-	b := newBuyers([]string{"http://a"}, 7, "lt-x-", 0, 1)
+	b := newBuyers([]string{"http://a"}, []int64{7}, Skew{}, "lt-x-", 0, 1)
 	seen := map[string]bool{}
 	for range 1000 {
 		_, user, repeat := b.next()
@@ -26,7 +26,7 @@ func TestBuyersFreshUsersAreDistinct(t *testing.T) {
 
 func TestBuyersRepeatShare(t *testing.T) {
 	for _, share := range []float64{0.05, 0.25, 1} {
-		b := newBuyers([]string{"http://a"}, 7, "lt-x-", share, 1)
+		b := newBuyers([]string{"http://a"}, []int64{7}, Skew{}, "lt-x-", share, 1)
 		seen := map[string]bool{}
 		repeats := 0
 		for i := range 1000 {
@@ -49,7 +49,7 @@ func TestBuyersRepeatShare(t *testing.T) {
 }
 
 func TestBuyersRepeatsPreferBuyers(t *testing.T) {
-	b := newBuyers([]string{"http://a"}, 7, "lt-x-", 0.5, 1)
+	b := newBuyers([]string{"http://a"}, []int64{7}, Skew{}, "lt-x-", 0.5, 1)
 	_, first, _ := b.next()
 	b.recordPurchase(first)
 	b.recordPurchase("someone-else") // not of this run: ignored
@@ -62,7 +62,7 @@ func TestBuyersRepeatsPreferBuyers(t *testing.T) {
 }
 
 func TestBuyersRoundRobin(t *testing.T) {
-	b := newBuyers([]string{"http://a", "http://b:81/prefix", "https://c"}, 42, "lt-x-", 0.3, 1)
+	b := newBuyers([]string{"http://a", "http://b:81/prefix", "https://c"}, []int64{42}, Skew{}, "lt-x-", 0.3, 1)
 	want := []string{
 		"http://a/api/v1/products/42/purchase",
 		"http://b:81/prefix/api/v1/products/42/purchase",
@@ -77,7 +77,7 @@ func TestBuyersRoundRobin(t *testing.T) {
 }
 
 func TestTargeterRequestShape(t *testing.T) {
-	b := newBuyers([]string{"http://a"}, 42, "lt-x-", 0.5, 1)
+	b := newBuyers([]string{"http://a"}, []int64{42}, Skew{}, "lt-x-", 0.5, 1)
 	tr := b.targeter()
 	for i := range 10 {
 		var tgt vegeta.Target
@@ -104,7 +104,7 @@ func TestTargeterRequestShape(t *testing.T) {
 }
 
 func TestTargeterConcurrentUse(t *testing.T) {
-	b := newBuyers([]string{"http://a", "http://b"}, 1, "lt-x-", 0.1, 1)
+	b := newBuyers([]string{"http://a", "http://b"}, []int64{1}, Skew{}, "lt-x-", 0.1, 1)
 	tr := b.targeter()
 	var wg sync.WaitGroup
 	users := make([][]string, 8)

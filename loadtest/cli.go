@@ -30,6 +30,10 @@ const usageText = `Usage: seckill loadtest [flags]
 Runs a flash sale against the seckill API: creates a product with -stock
 units (or uses -product), sends purchase requests from distinct users, then
 reads the product and its orders back and checks that nothing was oversold.
+-products N sells N products at once, each with -stock units, the buyers
+spread over them by -skew (a few hot products and a long tail, as a real
+sale has); every product is checked on its own, and the report lists the
+hottest.
 
 The load is a burst by default: -buyers requests (2000) sent at once, or
 spread over -burst-window, as a flash sale opens. -rate with -duration (and
@@ -121,7 +125,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	// No default shown: -h must not print the secret read from the environment.
 	token := fs.String("admin-token", "", "admin token, needed to create the product (default $ADMIN_TOKEN)")
 	fs.Int64Var(&cfg.ProductID, "product", 0, "existing product id to sell; 0 creates a product with -stock")
-	fs.Int64Var(&cfg.Stock, "stock", DefaultStock, "stock of the created product")
+	fs.Int64Var(&cfg.Stock, "stock", DefaultStock, "stock of each created product")
+	fs.IntVar(&cfg.Products, "products", 1, "sell this many products at once, each with -stock (at most 100000)")
+	skew := fs.String("skew", DefaultSkew.String(), "how the buyers spread over -products: uniform, zipf:S (S > 1) or pow:K (K >= 1; product floor(N*u^K))")
 	fs.IntVar(&cfg.Buyers, "buyers", DefaultBuyers, "burst: this many buyers, all at once (or over -burst-window)")
 	fs.DurationVar(&cfg.BurstWindow, "burst-window", 0, "burst: spread the buyers evenly over this `duration`; 0 sends them at once")
 	fs.IntVar(&cfg.Rate, "rate", DefaultRate, "steady load instead of a burst: purchase requests per second (at the start, with -ramp-to)")
@@ -178,13 +184,16 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	}
 	cfg.Mix = m
 	cfg.SkipLinearizability = !*check
+	if cfg.Skew, err = ParseSkew(*skew); err != nil {
+		return cfg, fmt.Errorf("loadtest: -skew: %w", err)
+	}
 	if err := ShapeFromFlags(fs, &cfg); err != nil {
 		return cfg, err
 	}
 	// Zero would mean "default" to Run; on the command line it is a mistake.
-	if cfg.Stock <= 0 || cfg.Timeout <= 0 || cfg.Workers < 0 || cfg.MaxWorkers < 0 || cfg.CheckTimeout <= 0 ||
+	if cfg.Stock <= 0 || cfg.Products <= 0 || cfg.Timeout <= 0 || cfg.Workers < 0 || cfg.MaxWorkers < 0 || cfg.CheckTimeout <= 0 ||
 		(cfg.Buyers == 0 && (cfg.Rate <= 0 || cfg.Duration <= 0)) || (cfg.Buyers < 0) {
-		return cfg, errors.New("loadtest: -buyers (or -rate and -duration), -stock, -timeout and -check-timeout must be positive")
+		return cfg, errors.New("loadtest: -buyers (or -rate and -duration), -stock, -products, -timeout and -check-timeout must be positive")
 	}
 	if _, err := cfg.withDefaults(); err != nil {
 		return cfg, err

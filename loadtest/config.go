@@ -81,9 +81,19 @@ type Config struct {
 	// orders made before the run are accounted for.
 	ProductID int64
 
-	// Stock is the stock of the product created when ProductID is 0
+	// Stock is the stock of each product created when ProductID is 0
 	// (0 means DefaultStock).
 	Stock int64
+
+	// Products is how many products the sale creates and sells at once,
+	// each with Stock (0 means 1, at most MaxProducts). With ProductID
+	// set it must be 0 or 1.
+	Products int
+
+	// Skew spreads the buyers over the products, and the reads and
+	// restocks of Mix too: the first product created is the hottest. The
+	// zero value is DefaultSkew.
+	Skew Skew
 
 	// Rate is the request rate in requests per second (0 means DefaultRate).
 	Rate int
@@ -204,6 +214,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	cfg.Targets = targets
 
 	cfg.Stock = cmp.Or(cfg.Stock, DefaultStock)
+	cfg.Products = cmp.Or(cfg.Products, 1)
+	cfg.Skew = cfg.Skew.orDefault()
 	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
 	cfg.SampleInterval = cmp.Or(cfg.SampleInterval, DefaultSampleInterval)
 	switch {
@@ -236,6 +248,10 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, invalid("product id %d: want 0 (create one) or a positive id", cfg.ProductID)
 	case cfg.ProductID == 0 && (cfg.Stock < 0 || cfg.Stock > 10_000_000):
 		return cfg, invalid("stock %d: want 1..10000000", cfg.Stock)
+	case cfg.Products < 0 || cfg.Products > MaxProducts:
+		return cfg, invalid("products %d: want 1..%d", cfg.Products, MaxProducts)
+	case cfg.ProductID != 0 && cfg.Products > 1:
+		return cfg, invalid("an existing product (id %d) sells alone: want products 1, or product id 0 to create %d", cfg.ProductID, cfg.Products)
 	case cfg.ProductID == 0 && cfg.AdminToken == "":
 		return cfg, invalid("creating a product needs the admin token (-admin-token or ADMIN_TOKEN), or pass an existing product id")
 	case cfg.Rate < 0:
@@ -266,6 +282,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if err := cfg.Mix.validate(); err != nil {
 		return cfg, invalid("mix: %v", err)
 	}
+	if err := cfg.Skew.validate(); err != nil {
+		return cfg, invalid("%v", err)
+	}
 	cfg.HistoryLimit = cmp.Or(cfg.HistoryLimit, DefaultHistoryLimit)
 	cfg.CheckTimeout = cmp.Or(cfg.CheckTimeout, DefaultCheckTimeout)
 	cfg.MaxRequests = cmp.Or(cfg.MaxRequests, cfg.expectedRequests())
@@ -293,8 +312,17 @@ func (cfg Config) hardDeadline() time.Duration {
 
 // Shape describes the load in words, for the report: "burst of 2000
 // buyers at once", "burst of 2000 buyers over 1s", "steady 300 req/s for
-// 3s", "ramp 100 -> 300 req/s over 5s".
+// 3s", "ramp 100 -> 300 req/s over 5s", then, for several products, how
+// the buyers spread: "over 2000 products, skew zipf:1.1".
 func (cfg Config) Shape() string {
+	s := cfg.shape()
+	if cfg.Products > 1 {
+		s += fmt.Sprintf(" over %d products, skew %s", cfg.Products, cfg.Skew.orDefault())
+	}
+	return s
+}
+
+func (cfg Config) shape() string {
 	switch {
 	case cfg.Buyers > 0 && cfg.BurstWindow == 0:
 		return fmt.Sprintf("burst of %d buyers at once, on up to %d connections", cfg.Buyers, cfg.MaxWorkers)

@@ -28,6 +28,13 @@ type fakeShop struct {
 	racy    bool
 	pageCap int // most orders per page, to exercise pagination
 
+	// racyOnly, when set, makes a racy shop racy for that product alone.
+	racyOnly int64
+	// movesStock makes a purchase of product n take its unit from the
+	// stock of product n+1 (when there is one): every product's stock +
+	// sold changes, their sum over the products does not.
+	movesStock bool
+
 	gate gate
 
 	// onPurchase, when set, runs at the start of every purchase with its
@@ -188,7 +195,7 @@ func (s *fakeShop) purchase(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "sold_out")
 		return
 	}
-	if s.racy {
+	if s.racy && (s.racyOnly == 0 || s.racyOnly == p.ID) {
 		// The lost update: the stock read above is written back later.
 		s.mu.Unlock()
 		s.gate.wait(r.Context())
@@ -200,6 +207,10 @@ func (s *fakeShop) purchase(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.Stock = stock - 1
+	if next := s.products[p.ID+1]; s.movesStock && next != nil {
+		p.Stock++
+		next.Stock--
+	}
 	p.users[in.UserID] = true
 	o := Order{ID: int64(len(p.orders) + 1), ProductID: p.ID, UserID: in.UserID, Fence: 0, CreatedAt: time.Now().UTC()}
 	p.orders = append(p.orders, o)

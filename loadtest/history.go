@@ -153,9 +153,9 @@ func (h *history) productOp(kind OpKind, target string, call, ret time.Time, set
 }
 
 // result records one answer of the attack: a purchase or a read.
-func (h *history) result(r *vegeta.Result, productID int64, targets []string) {
+func (h *history) result(r *vegeta.Result, targets []string) {
 	call := h.since(r.Timestamp)
-	op := Op{Product: productID, Target: targetOf(r.URL, targets), Call: call, Return: call + r.Latency, Status: int(r.Code)}
+	op := Op{Product: productOf(r.URL), Target: targetOf(r.URL, targets), Call: call, Return: call + r.Latency, Status: int(r.Code)}
 	if r.Code == 0 {
 		op.Error = r.Error
 		if op.Error == "" {
@@ -322,14 +322,17 @@ func ReadHistory(r io.Reader) ([]Op, error) {
 
 func ptr[T any](v T) *T { return &v }
 
-// initial records the set-up's create, or its read of an existing product:
-// the state the sale starts from. Its interval covers the whole set-up.
-func (h *history) initial(cfg Config, target string, call time.Time, p Product) {
-	if cfg.ProductID == 0 {
-		h.productOp(OpCreate, target, call, time.Now(), ptr(cfg.Stock), p)
-		return
+// initial records the set-up's create of each product, or its read of an
+// existing one: the state the sale starts from. Each interval covers that
+// product's call.
+func (h *history) initial(cfg Config, target string, set []setUpOp) {
+	for _, s := range set {
+		if cfg.ProductID == 0 {
+			h.productOp(OpCreate, target, s.call, s.ret, ptr(cfg.Stock), s.p)
+			continue
+		}
+		h.productOp(OpRead, target, s.call, s.ret, nil, s.p)
 	}
-	h.productOp(OpRead, target, call, time.Now(), nil, p)
 }
 
 // createEmpty creates the file at path (if path is set), so that a bad

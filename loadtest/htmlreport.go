@@ -23,12 +23,14 @@ import (
 var htmlReportText string
 
 var htmlReport = template.Must(template.New("report").Funcs(template.FuncMap{
-	"dur":      func(d time.Duration) string { return round(d).String() },
-	"lower":    strings.ToLower,
-	"color":    outcomeColor,
-	"sorted":   outcomeOrder,
-	"percent":  func(n, of int) string { return fmt.Sprintf("%.1f%%", 100*float64(n)/math.Max(1, float64(of))) },
-	"linClass": linClass,
+	"dur":         func(d time.Duration) string { return round(d).String() },
+	"lower":       strings.ToLower,
+	"color":       outcomeColor,
+	"sorted":      outcomeOrder,
+	"percent":     func(n, of int) string { return fmt.Sprintf("%.1f%%", 100*float64(n)/math.Max(1, float64(of))) },
+	"linClass":    linClass,
+	"checks":      checksText,
+	"groupChecks": func(g ProductGroup) string { return g.checksText() },
 }).Parse(htmlReportText))
 
 // linClass is the status class of a linearizability verdict, as the
@@ -51,8 +53,11 @@ func linClass(v LinVerdict) string {
 // the sale, of the outcomes over time and of the latency, and the numbers
 // of the text report. It loads nothing from anywhere.
 func (r Report) WriteHTML(w io.Writer) error {
+	top, rest := r.Hottest()
 	return htmlReport.Execute(w, htmlReportData{
 		Report:        r,
+		Top:           top,
+		Rest:          rest,
 		S:             r.Before.Stock + r.Before.Sold,
 		SaleChart:     r.SaleChart(720, 260),
 		OutcomesChart: r.OutcomesChart(720, 220),
@@ -60,9 +65,12 @@ func (r Report) WriteHTML(w io.Writer) error {
 	})
 }
 
-// htmlReportData is what the template sees: the Report and its charts.
+// htmlReportData is what the template sees: the Report, its hottest
+// products and the rest summed (Report.Hottest), and its charts.
 type htmlReportData struct {
 	Report
+	Top                                    []ProductReport
+	Rest                                   ProductGroup
 	S                                      int64
 	SaleChart, OutcomesChart, LatencyChart template.HTML
 }

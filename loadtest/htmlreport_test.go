@@ -3,6 +3,7 @@ package loadtest
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill-ref/seckill/internal/testinfra/browsertest"
 )
 
 // svgYs returns the y coordinates of the first element of class in svg:
@@ -271,5 +274,49 @@ func TestNiceCeil(t *testing.T) {
 		if got := niceCeil(tt.v); math.Abs(got-tt.want) > 1e-9 {
 			t.Errorf("niceCeil(%g): got %g, want %g", tt.v, got, tt.want)
 		}
+	}
+}
+
+// The report of a sale of 2,000 products, in a real browser: the hottest
+// products one by one, the rest in one line, so that the page is as long
+// as that of one product's sale.
+func TestHTMLReportOfManyProductsStaysShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: headless Chromium")
+	}
+	a, _ := newFakeShop(false).serve(t)
+	dir := t.TempDir()
+	one := shortSale(a)
+	one.Report = filepath.Join(dir, "one.html")
+	many := manyProductsSale(a)
+	many.Products, many.MaxRequests = 2000, 1000
+	many.Report = filepath.Join(dir, "many.html")
+	var rep Report
+	for _, cfg := range []Config{one, many} {
+		var err error
+		if rep, err = Run(t.Context(), cfg, io.Discard); err != nil || !rep.OK() {
+			t.Fatalf("Run: %v, verdict %q", err, rep.Verdict())
+		}
+	}
+	top, rest := rep.Hottest()
+	b := browsertest.Start(t, 1200, 900)
+	height := map[string]int{}
+	for _, name := range []string{"one", "many"} {
+		b.Navigate("file://" + filepath.Join(dir, name+".html"))
+		height[name] = browsertest.Eval[int](b, `document.body.scrollHeight`)
+		b.Screenshot(browsertest.ScreenshotPath(t, "report-"+name+".png"))
+	}
+	rows := browsertest.Eval[int](b, `document.querySelectorAll("#hottest tr[data-product]").length`)
+	restLine := browsertest.Eval[string](b, `document.getElementById("rest").cells[0].textContent`)
+	first := browsertest.Eval[string](b, `document.querySelector("#hottest tr[data-product]").dataset.product`)
+	if rows != HottestShown || len(top) != HottestShown || restLine != "1990 more" || rest.Count != 1990 {
+		t.Errorf("got %d product rows and %q (report: %d, %d more), want %d and \"1990 more\"", rows, restLine, len(top), rest.Count, HottestShown)
+	}
+	if first != strconv.FormatInt(top[0].ID, 10) || top[0].Demand < top[len(top)-1].Demand {
+		t.Errorf("first row: product %s, want the most demanded, %d", first, top[0].ID)
+	}
+	// The hottest table adds a dozen rows to the page, not 2,000.
+	if extra := height["many"] - height["one"]; extra > 600 {
+		t.Errorf("the page of 2000 products is %d px taller than one product's (%d px), want at most 600", extra, height["one"])
 	}
 }

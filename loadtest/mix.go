@@ -163,17 +163,19 @@ const readFragment = "#read"
 func isRead(rawURL string) bool { return strings.HasSuffix(rawURL, readFragment) }
 
 // mixTargeter returns the attack's targeter: purchases from b, and a share
-// of reads of the product spread evenly (request n reads when the running
-// total floor(n*share) steps up), round-robin over targets.
-func mixTargeter(b *buyers, targets []string, productID int64, share float64) vegeta.Targeter {
+// of reads spread evenly (request n reads when the running total
+// floor(n*share) steps up), round-robin over targets, each of a product
+// drawn with the sale's skew.
+func mixTargeter(b *buyers, targets []string, products []int64, skew Skew, share float64, seed uint64) vegeta.Targeter {
 	purchase := b.targeter()
 	if share <= 0 {
 		return purchase
 	}
-	urls := make([]string, len(targets))
-	for i, t := range targets {
-		urls[i] = t + "/api/v1/products/" + strconv.FormatInt(productID, 10) + readFragment
+	ids := make([]string, len(products))
+	for i, id := range products {
+		ids[i] = strconv.FormatInt(id, 10)
 	}
+	pick := skew.Picker(len(products), rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)))
 	var mu sync.Mutex
 	var n, reads uint64
 	return func(t *vegeta.Target) error {
@@ -181,8 +183,9 @@ func mixTargeter(b *buyers, targets []string, productID int64, share float64) ve
 		i := n
 		n++
 		read := math.Floor(float64(i+1)*share) > math.Floor(float64(i)*share)
-		url := urls[reads%uint64(len(urls))]
+		var url string
 		if read {
+			url = targets[reads%uint64(len(targets))] + "/api/v1/products/" + ids[pick()] + readFragment
 			reads++
 		}
 		mu.Unlock()
@@ -194,7 +197,7 @@ func mixTargeter(b *buyers, targets []string, productID int64, share float64) ve
 	}
 }
 
-// restocks is the outcome of the restocks of a run.
+// restocks is the outcome of the restocks of one product.
 type restocks struct {
 	sent int
 	// last is the answer of the last restock that succeeded; known is
@@ -204,14 +207,16 @@ type restocks struct {
 	known bool
 }
 
-// runRestocks restocks the product each time due delivers, one at a
-// time and round-robin over apis, to a random stock from 0 to most,
+// runRestocks restocks a product each time due delivers, one at a time
+// and round-robin over apis, each of a product of products drawn by pick,
+// to a random stock from 0 to that product's stock to sell (most),
 // recording each into h, until stop is closed or ctx ends (which also
 // aborts a restock in flight). A restock already due when stop closes
 // still runs, and no other: the restocks a sale was due do not depend on
-// how soon this goroutine got to run.
-func runRestocks(ctx context.Context, apis []api, h *history, productID int64, most int64, seed uint64, due <-chan time.Time, stop <-chan struct{}) restocks {
-	rs := restocks{known: true}
+// how soon this goroutine got to run. It returns the outcome by product
+// id, for the products restocked.
+func runRestocks(ctx context.Context, apis []api, h *history, products []Product, pick func() int, seed uint64, due <-chan time.Time, stop <-chan struct{}) map[int64]*restocks {
+	out := map[int64]*restocks{}
 	rng := rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d))
 	stopped := false
 	next := func() bool {
@@ -239,40 +244,45 @@ func runRestocks(ctx context.Context, apis []api, h *history, productID int64, m
 	}
 	for i := 0; next(); i++ {
 		a := apis[i%len(apis)]
-		stock := rng.Int64N(max(most, 0) + 1)
+		p := products[pick()]
+		rs := out[p.ID]
+		if rs == nil {
+			rs = &restocks{known: true}
+			out[p.ID] = rs
+		}
+		stock := rng.Int64N(max(p.Stock+p.Sold, 0) + 1)
 		call := time.Now()
-		p, err := a.Restock(ctx, productID, stock)
+		got, err := a.Restock(ctx, p.ID, stock)
 		rs.sent++
-		switch h.restock(productID, a.Base, call, time.Now(), stock, p, err) {
+		switch h.restock(p.ID, a.Base, call, time.Now(), stock, got, err) {
 		case ResultOK:
-			rs.last, rs.known = &p, true
+			rs.last, rs.known = &got, true
 		case ResultAmbiguous:
 			rs.known = false
 		}
 	}
-	return rs
+	return out
 }
 
 // beside is what runs beside the attack: the history of its results, and
 // the restocks.
 type beside struct {
-	cfg       Config
-	apis      []api
-	hist      *history
-	productID int64
-	most      int64 // the largest stock a restock sets
+	cfg      Config
+	apis     []api
+	hist     *history
+	products []Product // as before the attack; index 0 the hottest
 
 	reads    int
 	answered uint64         // the attack's results so far
 	due      chan time.Time // restocks paced by count (Mix.RestockShare)
 	stop     chan struct{}
 	wg       sync.WaitGroup
-	restocks restocks
+	restocks map[int64]*restocks // by product, once the restocks ended
 }
 
-func newBeside(cfg Config, apis []api, hist *history, before Product) *beside {
-	return &beside{cfg: cfg, apis: apis, hist: hist, productID: before.ID,
-		most: before.Stock + before.Sold, due: make(chan time.Time, 1), stop: make(chan struct{}), restocks: restocks{known: true}}
+func newBeside(cfg Config, apis []api, hist *history, products []Product) *beside {
+	return &beside{cfg: cfg, apis: apis, hist: hist, products: products,
+		due: make(chan time.Time, 1), stop: make(chan struct{}), restocks: map[int64]*restocks{}}
 }
 
 // start starts the restocks, if any; they end with end, or with ctx.
@@ -280,6 +290,8 @@ func (s *beside) start(ctx context.Context) {
 	if !s.cfg.Mix.restocks() {
 		return
 	}
+	seed := rand.Uint64()
+	pick := s.cfg.Skew.Picker(len(s.products), rand.New(rand.NewPCG(seed, seed^0x1b873593)))
 	s.wg.Go(func() {
 		var due <-chan time.Time = s.due
 		if rate := s.cfg.Mix.Restocks; rate > 0 {
@@ -287,8 +299,26 @@ func (s *beside) start(ctx context.Context) {
 			defer t.Stop()
 			due = t.C
 		}
-		s.restocks = runRestocks(ctx, s.apis, s.hist, s.productID, s.most, rand.Uint64(), due, s.stop)
+		s.restocks = runRestocks(ctx, s.apis, s.hist, s.products, pick, seed, due, s.stop)
 	})
+}
+
+// restocksSent is how many restocks ran, over every product.
+func (s *beside) restocksSent() int {
+	n := 0
+	for _, rs := range s.restocks {
+		n += rs.sent
+	}
+	return n
+}
+
+// of is the outcome of the restocks of product id: none sent, and the
+// stock known, when it had none.
+func (s *beside) of(id int64) restocks {
+	if rs := s.restocks[id]; rs != nil {
+		return *rs
+	}
+	return restocks{known: true}
 }
 
 // result records one result of the attack and reports whether it was a
@@ -296,7 +326,7 @@ func (s *beside) start(ctx context.Context) {
 // each time the running total floor(answered*share) steps up; a restock
 // already due is not doubled.
 func (s *beside) result(r *vegeta.Result) (read bool) {
-	s.hist.result(r, s.productID, s.cfg.Targets)
+	s.hist.result(r, s.cfg.Targets)
 	if share := s.cfg.Mix.RestockShare; share > 0 {
 		n := s.answered
 		s.answered++

@@ -18,16 +18,23 @@ type Report struct {
 	Targets []string
 	Shape   string
 	Mix     Mix
-	// ProductID is the product sold; UserPrefix starts every user id of this
-	// run.
+	// ProductID is the product sold, 0 when the sale sold several;
+	// UserPrefix starts every user id of this run.
 	ProductID  int64
 	UserPrefix string
-	// Before and After are the product before and after the attack; S, the
-	// stock to sell, is Before.Stock + Before.Sold. After.Stock is the stock
-	// left and After.Sold the orders the product has.
+	// Skew is how the buyers spread over several products (Config.Skew),
+	// "" for one.
+	Skew string
+	// Before and After are the product before and after the attack, or
+	// the products' stock and sold added up; S, the stock to sell, is
+	// Before.Stock + Before.Sold. After.Stock is the stock left and
+	// After.Sold the orders the products have.
 	Before, After Product
 	// RunOrders counts the orders whose user belongs to this run.
 	RunOrders int
+	// Products is every product of the sale, in skew order (the hottest
+	// first), each with its own checks.
+	Products []ProductReport
 
 	// Requests is the number of purchase requests answered or failed,
 	// Repeats how many of them reused an earlier buyer, Created how many got
@@ -48,8 +55,10 @@ type Report struct {
 	// per second over the selling window (start to the last 201), which is
 	// what a sale that sells out in a fraction of the run really achieved.
 	RequestRate, PurchaseRate float64
-	// LastPurchase is when the last 201 arrived, and SoldOutAt when the first
-	// sold_out after it did (zero if none): the time to sell out.
+	// LastPurchase is when the last 201 arrived, and SoldOutAt when the
+	// first sold_out after it did (zero if none): the time to sell out.
+	// With several products, SoldOutAt is when the last of those sold was
+	// seen sold out (zero unless every one was).
 	LastPurchase, SoldOutAt time.Duration
 	// Latency covers all requests, PurchaseLatency the 201s only.
 	Latency, PurchaseLatency Latency
@@ -120,11 +129,14 @@ func (r Report) Verdict() string {
 func (r Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	s := r.Before.Stock + r.Before.Sold
-	fmt.Fprintf(&b, "\nSale of product %d (S = %d) on %s", r.ProductID, s, strings.Join(r.Targets, ", "))
+	fmt.Fprintf(&b, "\nSale of %s (S = %d) on %s", r.SaleName(), s, strings.Join(r.Targets, ", "))
 	if r.Stopped != "" {
 		fmt.Fprintf(&b, ", stopped early: %s", r.Stopped)
 	}
 	fmt.Fprintf(&b, "\n  load: %s\n  orders %d (by this run %d), stock left %d\n", r.Shape, r.After.Sold, r.RunOrders, r.After.Stock)
+	if len(r.Products) > 1 {
+		writeHottest(&b, r)
+	}
 
 	b.WriteString("\nInvariants\n")
 	for _, inv := range r.Invariants {
@@ -183,6 +195,112 @@ func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "\n%s\n", r.Verdict())
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// HottestShown is how many products the reports list one by one: the
+// most demanded. The others are summed in one line.
+const HottestShown = 10
+
+// SaleName names what was sold: "product 7", or "2000 products (skew
+// zipf:1.1)".
+func (r Report) SaleName() string {
+	if len(r.Products) <= 1 {
+		return fmt.Sprintf("product %d", r.ProductID)
+	}
+	return fmt.Sprintf("%d products (skew %s)", len(r.Products), r.Skew)
+}
+
+// ProductGroup is products added up: a report's line for the products
+// beyond the hottest.
+type ProductGroup struct {
+	// Count is how many products; Oversold and Undersold how many of them
+	// were.
+	Count, Oversold, Undersold int
+	// Before and After are their stock and sold added up.
+	Before, After Product
+	// Demand, Requests, Created and Orders are added up as well.
+	Demand, Requests, Created, Orders int
+}
+
+// S is the group's stock to sell.
+func (g ProductGroup) S() int64 { return g.Before.Stock + g.Before.Sold }
+
+// Hottest is the HottestShown most demanded products, and the others
+// added up: the lines a report shows of a sale of many products.
+func (r Report) Hottest() (top []ProductReport, rest ProductGroup) {
+	top = hottest(r.Products, HottestShown)
+	shown := map[int64]bool{}
+	for _, p := range top {
+		shown[p.ID] = true
+	}
+	for _, p := range r.Products {
+		if shown[p.ID] {
+			continue
+		}
+		rest.Count++
+		rest.Before.Stock += p.Before.Stock
+		rest.Before.Sold += p.Before.Sold
+		rest.After.Stock += p.After.Stock
+		rest.After.Sold += p.After.Sold
+		rest.Demand += p.Demand
+		rest.Requests += p.Requests
+		rest.Created += p.Created
+		rest.Orders += p.Orders
+		if p.Oversold {
+			rest.Oversold++
+		}
+		if p.Undersold {
+			rest.Undersold++
+		}
+	}
+	return top, rest
+}
+
+// writeHottest writes the hottest products of a sale of several, and the
+// others in one line.
+func writeHottest(b *strings.Builder, r Report) {
+	top, rest := r.Hottest()
+	fmt.Fprintf(b, "\nHottest products (of %d)\n  %-9s %7s %7s %7s %7s %6s %11s %9s  %s\n", len(r.Products),
+		"product", "demand", "S", "sold", "left", "201s", "sold out at", "201 p99", "checks")
+	for _, p := range top {
+		soldOut := "-"
+		if p.SoldOutAt > 0 {
+			soldOut = round(p.SoldOutAt).String()
+		}
+		fmt.Fprintf(b, "  %-9d %7d %7d %7d %7d %6d %11s %9v  %s\n", p.ID, p.Demand, p.S(),
+			p.After.Sold, p.After.Stock, p.Created, soldOut, round(p.PurchaseLatency.P99), checksText(p))
+	}
+	if rest.Count > 0 {
+		fmt.Fprintf(b, "  %-9s %7d %7d %7d %7d %6d %11s %9s  %s\n", fmt.Sprintf("%d more", rest.Count), rest.Demand,
+			rest.S(), rest.After.Sold, rest.After.Stock, rest.Created, "", "", rest.checksText())
+	}
+}
+
+// checksText is a product's line's verdict: "ok", "OVERSOLD", "undersold".
+func checksText(p ProductReport) string {
+	switch {
+	case p.Oversold:
+		return "OVERSOLD"
+	case p.Undersold:
+		return "undersold"
+	}
+	return "ok"
+}
+
+// checksText is the group's line's verdict: "ok", or how many products
+// oversold and were undersold.
+func (g ProductGroup) checksText() string {
+	var parts []string
+	if g.Oversold > 0 {
+		parts = append(parts, fmt.Sprintf("%d OVERSOLD", g.Oversold))
+	}
+	if g.Undersold > 0 {
+		parts = append(parts, fmt.Sprintf("%d undersold", g.Undersold))
+	}
+	if len(parts) == 0 {
+		return "ok"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // writeLinearizability writes the check's line under the invariants, and

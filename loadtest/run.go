@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
@@ -55,16 +54,19 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 
 	prefix := fmt.Sprintf("lt-%08x-", rand.Uint32())
 	hist := newHistory(time.Now(), cfg.HistoryLimit)
-	setUpCall := time.Now()
-	before, err := setUp(ctx, cfg, apis, prefix)
+	set, err := setUp(ctx, cfg, apis, prefix)
 	if err != nil {
 		return Report{}, err
 	}
-	hist.initial(cfg, apis[0].Base, setUpCall, before)
+	hist.initial(cfg, apis[0].Base, set)
+	before := make([]Product, len(set))
+	for i, s := range set {
+		before[i] = s.p
+	}
 	if err := createReportFiles(cfg); err != nil {
 		return Report{}, err
 	}
-	rec, err := newRecorder(cfg.Out, cfg.Plot, fmt.Sprintf("seckill sale of product %d", before.ID))
+	rec, err := newRecorder(cfg.Out, cfg.Plot, "seckill sale of "+productsText(before))
 	if err != nil {
 		return Report{}, err
 	}
@@ -74,14 +76,15 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	}
 	side := newBeside(cfg, apis, hist, before)
 
-	fmt.Fprintf(w, "loadtest: product %d (stock %d, sold %d) on %d target(s); %s; at most %d requests; repeat share %.0f%%%s\n",
-		before.ID, before.Stock, before.Sold, len(cfg.Targets), cfg.Shape(), cfg.MaxRequests, cfg.RepeatShare*100, mixText(cfg))
+	total := sum(before)
+	fmt.Fprintf(w, "loadtest: %s (stock %d, sold %d) on %d target(s); %s; at most %d requests; repeat share %.0f%%%s\n",
+		productsText(before), total.Stock, total.Sold, len(cfg.Targets), cfg.Shape(), cfg.MaxRequests, cfg.RepeatShare*100, mixText(cfg))
 	progressW := cfg.Progress
 	if progressW == nil {
 		progressW = w
 	}
-	smp := startSampler(ctx, apis[0], before.ID, cfg.SampleInterval, time.Now())
-	t, b, stopped := attack(ctx, cfg, tr, before.ID, prefix, rec, side, progressW)
+	smp := startSampler(ctx, apis[0], before, cfg.SampleInterval, time.Now())
+	t, b, stopped := attack(ctx, cfg, tr, before, prefix, rec, side, progressW)
 	samples := smp.stop(t.start)
 	recErr := rec.close()
 
@@ -92,39 +95,41 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 		defer cancel()
 	}
 	verifying := time.Now()
-	after, orders, listed, err := apis[0].snapshot(vctx, before.ID, cfg.Settle)
+	snaps, err := snapshotAll(vctx, apis[0], before, cfg.Settle)
 	if err != nil {
 		return Report{}, fmt.Errorf("loadtest: verify after the attack: %w", err)
 	}
+	var orders []Order
+	var listed time.Time
+	unsettled := 0
+	for _, sn := range snaps {
+		// The read after the sale: the product's last read, which began
+		// once its orders were listed.
+		hist.productOp(OpRead, apis[0].Base, sn.listed, sn.read, nil, sn.after)
+		orders = append(orders, sn.orders...)
+		if sn.listed.After(listed) {
+			listed = sn.listed
+		}
+		if int64(len(sn.orders)) != sn.after.Sold {
+			unsettled++
+		}
+	}
 	if cfg.Settle > 0 {
 		settled := "the orders number the sold count"
-		if int64(len(orders)) != after.Sold {
-			settled = fmt.Sprintf("the orders (%d) still do not number the sold count (%d)", len(orders), after.Sold)
+		if unsettled > 0 {
+			settled = fmt.Sprintf("the orders still do not number the sold count (of %d product(s))", unsettled)
+			if len(snaps) == 1 {
+				settled = fmt.Sprintf("the orders (%d) still do not number the sold count (%d)", len(snaps[0].orders), snaps[0].after.Sold)
+			}
 		}
 		fmt.Fprintf(w, "loadtest: after %.1fs (of up to %v), %s\n", time.Since(verifying).Seconds(), cfg.Settle, settled)
 	}
-	// The read after the sale: its last product read, which began once
-	// the orders were listed.
-	hist.productOp(OpRead, apis[0].Base, listed, time.Now(), nil, after)
 
-	requests, fresh := b.counts()
-	invariants := Check(Observed{
-		Before:        before,
-		After:         after,
-		Orders:        orders,
-		UserPrefix:    prefix,
-		Created:       t.created,
-		CreatedByUser: t.createdByUser,
-		Unknown:       t.unknown,
-		Demand:        int(fresh),
-		EndedNormally: stopped == "",
-		Restocked:     side.restocks.last,
-		Restocks:      side.restocks.sent,
-		StockUnknown:  !side.restocks.known,
-	})
-	rep := newReport(cfg, before, after, orders, prefix, t, invariants, stopped)
+	requests, _ := b.counts()
+	products, invariants := judgeProducts(before, snaps, prefix, t, b, side, stopped == "")
+	rep := newReport(cfg, products, prefix, t, invariants, stopped)
 	rep.addCharts(t, samples)
-	rep.Reads, rep.Restocks = side.reads, side.restocks.sent
+	rep.Reads, rep.Restocks = side.reads, side.restocksSent()
 	rep.Linearizability, rep.History, err = checkRun(cfg, hist, prefix, orders, listed)
 	recErr = errors.Join(recErr, err)
 	if int(requests) != rep.Requests {
@@ -138,37 +143,68 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	return rep, recErr
 }
 
-// setUp checks that every target answers, creates or reads the product, and
-// makes sure every target sees it: replicas on different databases would
-// each sell the full stock, and that is a set-up mistake, not an oversell.
-func setUp(ctx context.Context, cfg Config, apis []api, prefix string) (Product, error) {
+// productsText names the products of a sale: "product 7", or "2000
+// products (7..2006)".
+func productsText(ps []Product) string {
+	if len(ps) == 1 {
+		return fmt.Sprintf("product %d", ps[0].ID)
+	}
+	lo, hi := ps[0].ID, ps[0].ID
+	for _, p := range ps {
+		lo, hi = min(lo, p.ID), max(hi, p.ID)
+	}
+	return fmt.Sprintf("%d products (%d..%d)", len(ps), lo, hi)
+}
+
+// sum is the products' stock and sold added up.
+func sum(ps []Product) Product {
+	var t Product
+	for _, p := range ps {
+		t.Stock += p.Stock
+		t.Sold += p.Sold
+	}
+	return t
+}
+
+// setUp checks that every target answers, creates the products (or reads
+// the one given), and makes sure every target sees them: replicas on
+// different databases would each sell the full stock, and that is a
+// set-up mistake, not an oversell.
+func setUp(ctx context.Context, cfg Config, apis []api, prefix string) ([]setUpOp, error) {
 	for _, a := range apis {
 		if err := a.Health(ctx); err != nil {
-			return Product{}, fmt.Errorf("loadtest: target %s is not reachable (is the service running?): %w", a.Base, err)
+			return nil, fmt.Errorf("loadtest: target %s is not reachable (is the service running?): %w", a.Base, err)
 		}
 	}
-	var p Product
+	var set []setUpOp
 	var err error
 	if cfg.ProductID == 0 {
-		name := fmt.Sprintf("loadtest %s%s", prefix, time.Now().UTC().Format(time.RFC3339))
-		p, err = apis[0].createProduct(ctx, name, cfg.Stock)
+		set, err = createProducts(ctx, apis[0], cfg.Products, cfg.Stock, prefix)
 	} else {
+		call := time.Now()
+		var p Product
 		p, err = apis[0].Product(ctx, cfg.ProductID)
+		set = []setUpOp{{p: p, call: call, ret: time.Now()}}
 	}
 	if err != nil {
-		return Product{}, fmt.Errorf("loadtest: %w", err)
+		return nil, fmt.Errorf("loadtest: %w", err)
 	}
+	last := set[len(set)-1].p
 	for _, a := range apis[1:] {
-		if _, err := a.Product(ctx, p.ID); err != nil {
-			return Product{}, fmt.Errorf("loadtest: target %s does not see product %d (do the replicas share one database?): %w", a.Base, p.ID, err)
+		p, err := a.Product(ctx, last.ID)
+		if err == nil && p.Name != last.Name {
+			err = fmt.Errorf("it is called %q there, not %q", p.Name, last.Name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("loadtest: target %s does not see product %d (do the replicas share one database?): %w", a.Base, last.ID, err)
 		}
 	}
-	return p, nil
+	return set, nil
 }
 
 // attack runs Vegeta until the pacing, the duration, the hard deadline or
 // ctx stops it, and returns what it saw. stopped is empty on a normal end.
-func attack(ctx context.Context, cfg Config, tr http.RoundTripper, productID int64, prefix string,
+func attack(ctx context.Context, cfg Config, tr http.RoundTripper, products []Product, prefix string,
 	rec *recorder, side *beside, progressW io.Writer) (t *tally, b *buyers, stopped string) {
 	atkCtx, cancel := context.WithTimeout(ctx, cfg.hardDeadline())
 	defer cancel()
@@ -179,10 +215,14 @@ func attack(ctx context.Context, cfg Config, tr http.RoundTripper, productID int
 		vegeta.MaxWorkers(uint64(cfg.MaxWorkers)),
 		vegeta.MaxBody(maxResultBody),
 	)
-	b = newBuyers(cfg.Targets, productID, prefix, cfg.RepeatShare, rand.Uint64())
+	ids := make([]int64, len(products))
+	for i, p := range products {
+		ids[i] = p.ID
+	}
+	b = newBuyers(cfg.Targets, ids, cfg.Skew, prefix, cfg.RepeatShare, rand.Uint64())
 	start := time.Now()
 	t = newTally(start)
-	results := attacker.Attack(mixTargeter(b, cfg.Targets, productID, cfg.Mix.Reads), newPacer(cfg), cfg.Duration, attackName)
+	results := attacker.Attack(mixTargeter(b, cfg.Targets, ids, cfg.Skew, cfg.Mix.Reads, rand.Uint64()), newPacer(cfg), cfg.Duration, attackName)
 	side.start(atkCtx)
 
 	// Vegeta has no context: turn ctx and the hard deadline into Stop. The
@@ -224,15 +264,15 @@ func attack(ctx context.Context, cfg Config, tr http.RoundTripper, productID int
 }
 
 // newReport gathers the numbers of a finished run.
-func newReport(cfg Config, before, after Product, orders []Order, prefix string, t *tally,
+func newReport(cfg Config, products []ProductReport, prefix string, t *tally,
 	invariants []Invariant, stopped string) Report {
 	rep := Report{
-		Targets:   cfg.Targets,
-		Shape:     cfg.Shape(),
-		Mix:       cfg.Mix,
-		ProductID: before.ID, UserPrefix: prefix,
-		Before: before, After: after,
-		Requests: t.requests, Repeats: t.repeats, Created: t.created, Unknown: t.unknown,
+		Targets:    cfg.Targets,
+		Shape:      cfg.Shape(),
+		Mix:        cfg.Mix,
+		ProductID:  products[0].ID,
+		UserPrefix: prefix,
+		Requests:   t.requests, Repeats: t.repeats, Created: t.created, Unknown: t.unknown,
 		ByStatus: t.byStatus, ByOutcome: t.byKey, RepeatsByOutcome: t.repeatByKey,
 		TransportErrors: t.transportErrors,
 		Elapsed:         t.end,
@@ -244,16 +284,22 @@ func newReport(cfg Config, before, after Product, orders []Order, prefix string,
 		Oversold:        Oversold(invariants),
 		ExpectOversell:  cfg.ExpectOversell,
 		Stopped:         stopped,
+		Products:        products,
 	}
-	for _, o := range orders {
-		if strings.HasPrefix(o.UserID, prefix) {
-			rep.RunOrders++
-		}
+	if len(products) > 1 {
+		rep.ProductID = 0
+		rep.Skew = cfg.Skew.orDefault().String()
 	}
-	for _, inv := range invariants {
-		if !inv.Safety && inv.Status == Warn {
-			rep.Undersold = true
-		}
+	for _, p := range products {
+		rep.Before.Stock += p.Before.Stock
+		rep.Before.Sold += p.Before.Sold
+		rep.After.Stock += p.After.Stock
+		rep.After.Sold += p.After.Sold
+		rep.RunOrders += p.Orders
+		rep.Undersold = rep.Undersold || p.Undersold
+	}
+	if len(products) == 1 {
+		rep.Before, rep.After = products[0].Before, products[0].After
 	}
 	if s := t.end.Seconds(); s > 0 {
 		rep.RequestRate = float64(t.requests) / s

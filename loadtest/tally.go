@@ -30,12 +30,22 @@ type tally struct {
 	createdByUser                       map[string]int
 
 	all, purchases []time.Duration
-	lastCreated    time.Duration   // end of the last 201, from start
-	soldOutEnds    []time.Duration // ends of sold_out answers, from start
-	end            time.Duration   // end of the last answer, from start
-	events         []event         // every answer, in arrival order: the report's charts
+	lastCreated    time.Duration // end of the last 201, from start
+	end            time.Duration // end of the last answer, from start
+	events         []event       // every answer, in arrival order: the report's charts
+
+	byProduct map[int64]*productTally
 
 	live liveCounts
+}
+
+// productTally is what the attack saw of one product.
+type productTally struct {
+	requests, created, unknown int
+	createdByUser              map[string]int
+	purchases                  []time.Duration // latencies of the 201s
+	lastCreated                time.Duration   // end of the last 201, from start
+	soldOutEnds                []time.Duration // ends of sold_out answers, from start
 }
 
 func newTally(start time.Time) *tally {
@@ -46,7 +56,19 @@ func newTally(start time.Time) *tally {
 		repeatByKey:     map[string]int{},
 		transportErrors: map[string]int{},
 		createdByUser:   map[string]int{},
+		byProduct:       map[int64]*productTally{},
 	}
+}
+
+// product is what the attack saw of product id (nothing yet: a zero
+// tally).
+func (t *tally) product(id int64) *productTally {
+	p := t.byProduct[id]
+	if p == nil {
+		p = &productTally{createdByUser: map[string]int{}}
+		t.byProduct[id] = p
+	}
+	return p
 }
 
 // add records one result and returns its outcome.
@@ -72,14 +94,23 @@ func (t *tally) add(r *vegeta.Result) outcome {
 	t.end = max(t.end, end)
 	t.all = append(t.all, r.Latency)
 	t.events = append(t.events, event{end: end, latency: r.Latency, key: o.key()})
+	p := t.product(productOf(r.URL))
+	p.requests++
+	if o.unknown() {
+		p.unknown++
+	}
 	switch {
 	case o.created():
 		t.created++
 		t.createdByUser[o.user]++
 		t.purchases = append(t.purchases, r.Latency)
 		t.lastCreated = max(t.lastCreated, end)
+		p.created++
+		p.createdByUser[o.user]++
+		p.purchases = append(p.purchases, r.Latency)
+		p.lastCreated = max(p.lastCreated, end)
 	case o.code == codeSoldOut:
-		t.soldOutEnds = append(t.soldOutEnds, end)
+		p.soldOutEnds = append(p.soldOutEnds, end)
 	}
 
 	t.live.done.Add(1)
@@ -96,14 +127,32 @@ func (t *tally) add(r *vegeta.Result) outcome {
 	return o
 }
 
-// soldOutAt is when the sale was seen to be over: the first sold_out answer
-// that ended after the last 201. Zero when there was none.
-func (t *tally) soldOutAt() time.Duration {
+// soldOutAt is when the product was seen sold out: the first sold_out
+// answer that ended after its last 201. Zero when there was none.
+func (p *productTally) soldOutAt() time.Duration {
 	var first time.Duration
-	for _, e := range t.soldOutEnds {
-		if e >= t.lastCreated && (first == 0 || e < first) {
+	for _, e := range p.soldOutEnds {
+		if e >= p.lastCreated && (first == 0 || e < first) {
 			first = e
 		}
 	}
 	return first
+}
+
+// soldOutAt is when the whole sale was seen to be over: when the last of
+// its products was seen sold out, if every product sold was (zero
+// otherwise, and when none sold out).
+func (t *tally) soldOutAt() time.Duration {
+	var last time.Duration
+	for _, p := range t.byProduct {
+		if p.created == 0 && len(p.soldOutEnds) == 0 {
+			continue
+		}
+		at := p.soldOutAt()
+		if at == 0 {
+			return 0
+		}
+		last = max(last, at)
+	}
+	return last
 }

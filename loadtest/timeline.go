@@ -49,7 +49,8 @@ type Step struct {
 }
 
 // Sample is the product as GET /api/v1/products/:id answered during the
-// attack: sold and stock as the server saw them.
+// attack, or the sale's products added up as GET /api/v1/products did:
+// sold and stock as the server saw them.
 type Sample struct {
 	At    time.Duration // when the answer arrived, from the start of the attack
 	Stock int64
@@ -101,14 +102,36 @@ type sampler struct {
 	samples []Sample
 }
 
-// startSampler starts reading product id through a; interval <= 0 samples
-// nothing. start is the time samples are measured from.
-func startSampler(ctx context.Context, a api, id int64, interval time.Duration, start time.Time) *sampler {
+// startSampler starts reading the products through a; interval <= 0
+// samples nothing. One product is read alone; several are read with one
+// list of every product, less often the more there are (a list of n
+// products costs about n/sampleListStep reads of one), so that sampling
+// loads the service alike. start is the time samples are measured from.
+func startSampler(ctx context.Context, a api, products []Product, interval time.Duration, start time.Time) *sampler {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &sampler{start: start, cancel: cancel, done: make(chan struct{})}
 	if interval <= 0 {
 		close(s.done)
 		return s
+	}
+	read := func(ctx context.Context) (Product, error) { return a.Product(ctx, products[0].ID) }
+	if len(products) > 1 {
+		interval *= time.Duration(1 + len(products)/sampleListStep)
+		mine := make(map[int64]bool, len(products))
+		for _, p := range products {
+			mine[p.ID] = true
+		}
+		read = func(ctx context.Context) (Product, error) {
+			all, err := a.Products(ctx)
+			var t Product
+			for _, p := range all {
+				if mine[p.ID] {
+					t.Stock += p.Stock
+					t.Sold += p.Sold
+				}
+			}
+			return t, err
+		}
 	}
 	go func() {
 		defer close(s.done)
@@ -120,7 +143,7 @@ func startSampler(ctx context.Context, a api, id int64, interval time.Duration, 
 				return
 			case <-t.C:
 			}
-			p, err := a.Product(ctx, id)
+			p, err := read(ctx)
 			if err != nil {
 				continue // a busy or stopping server: the next tick tries again
 			}
@@ -133,6 +156,10 @@ func startSampler(ctx context.Context, a api, id int64, interval time.Duration, 
 	}()
 	return s
 }
+
+// sampleListStep: a sampler of several products lists them every
+// interval times 1 + products/sampleListStep.
+const sampleListStep = 100
 
 // stop ends the sampling and returns the samples, measured from from.
 func (s *sampler) stop(from time.Time) []Sample {

@@ -98,6 +98,15 @@ func (c *Client) Product(ctx context.Context, id int64) (Product, error) {
 	return p, err
 }
 
+// Products is GET /api/v1/products: every product, by id.
+func (c *Client) Products(ctx context.Context) ([]Product, error) {
+	var out struct {
+		Products []Product `json:"products"`
+	}
+	err := c.Do(ctx, "list products on "+c.Base, http.MethodGet, "/api/v1/products", nil, &out)
+	return out.Products, err
+}
+
 // Purchase is POST /api/v1/products/:id/purchase for user.
 func (c *Client) Purchase(ctx context.Context, id int64, user string) (Order, error) {
 	in := struct {

@@ -64,7 +64,10 @@ ports, runs a flash sale against all of them, prints the report and the
 verdict, and removes everything it started.
 
 The sale is a burst: -buyers buyers at once (or over -burst-window). -rate
-and -duration make it a steady load instead. Every request is recorded, and
+and -duration make it a steady load instead. -products N sells N products
+at once, each with -stock, the buyers spread over them by -skew (a few hot
+products and a long tail); each product is checked on its own, and the
+report lists the hottest. Every request is recorded, and
 the sale's history is checked for linearizability (porcupine): the report
 says "linearizable: yes", NO with the smallest anomaly found, or unknown,
 which is not a pass. -mix reads=10%,restocks=2/s mixes reads and restocks
@@ -123,7 +126,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.BoolVar(&o.keep, "keep", false, "after the sale, keep Redis and the replicas running, to look at the dashboard, until Ctrl-C")
 	fs.StringVar(&o.logFile, "log", "", "append the replicas' warnings and errors to this `file` (default: only count them)")
 
-	fs.Int64Var(&o.sale.Stock, "stock", loadtest.DefaultStock, "stock of the product on sale")
+	fs.Int64Var(&o.sale.Stock, "stock", loadtest.DefaultStock, "stock of each product on sale")
+	fs.IntVar(&o.sale.Products, "products", 1, "sell this many products at once, each with -stock (at most 100000)")
+	skew := fs.String("skew", loadtest.DefaultSkew.String(), "how the buyers spread over -products: uniform, zipf:S (S > 1) or pow:K (K >= 1; product floor(N*u^K))")
 	fs.IntVar(&o.sale.Buyers, "buyers", loadtest.DefaultBuyers, "burst: this many buyers, all at once (or over -burst-window)")
 	fs.DurationVar(&o.sale.BurstWindow, "burst-window", 0, "burst: spread the buyers evenly over this `duration`; 0 sends them at once")
 	fs.IntVar(&o.sale.Rate, "rate", DefaultRate, "steady load instead of a burst: purchase requests per second")
@@ -176,6 +181,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	if o.sale.Mix, err = loadtest.ParseMix(*mix); err != nil {
 		return o, fmt.Errorf("-mix: %w", err)
 	}
+	if o.sale.Skew, err = loadtest.ParseSkew(*skew); err != nil {
+		return o, fmt.Errorf("-skew: %w", err)
+	}
 	if o.matrix {
 		var clash []string
 		for _, name := range serviceFlags {
@@ -209,8 +217,11 @@ func (o options) validate() error {
 	}
 	// Zero would mean "default" to loadtest.Run; on a command line it is a
 	// mistake.
-	if o.sale.Stock <= 0 || o.sale.Buyers < 0 || (o.sale.Buyers == 0 && (o.sale.Rate <= 0 || o.sale.Duration <= 0)) {
-		errs = append(errs, errors.New("-stock and -buyers (or -rate and -duration) must be positive"))
+	if o.sale.Stock <= 0 || o.sale.Products <= 0 || o.sale.Buyers < 0 || (o.sale.Buyers == 0 && (o.sale.Rate <= 0 || o.sale.Duration <= 0)) {
+		errs = append(errs, errors.New("-stock, -products and -buyers (or -rate and -duration) must be positive"))
+	}
+	if o.sale.Products > loadtest.MaxProducts {
+		errs = append(errs, fmt.Errorf("-products %d: want at most %d", o.sale.Products, loadtest.MaxProducts))
 	}
 	if err := o.svc.Validate(); err != nil {
 		errs = append(errs, err)
