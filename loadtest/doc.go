@@ -14,14 +14,19 @@
 //
 //  1. Set-up: every target answers /healthz; the product is created with the
 //     admin token (or an existing one is read) and every target must see it,
-//     which catches replicas that do not share a database.
+//     which catches replicas that do not share a database. A sale of many
+//     products (Config.Products) creates them all.
 //  2. Attack: Vegeta (github.com/tsenart/vegeta/v12, used as a library) sends
-//     POST /api/v1/products/:id/purchase at a constant rate or a linear ramp,
-//     each request with a fresh user id except a configured share of repeat
-//     buyers, bounded by a request count, a duration and a hard deadline.
-//  3. Verification: the product and all its orders are read back through the
-//     API and the pure function Check compares them with what the attack
-//     observed (see Check for the invariants).
+//     POST /api/v1/products/:id/purchase in a burst, at a constant rate or a
+//     linear ramp, each request with a fresh user id except a configured
+//     share of repeat buyers, bounded by a request count, a duration and a
+//     hard deadline. Over many products, each fresh buyer's product is drawn
+//     with Config.Skew: a few hot products and a long tail.
+//  3. Verification: each product and all its orders are read back through
+//     the API and the pure function Check compares them with what the attack
+//     observed of that product (see Check for the invariants). The sale's
+//     verdict is the worst of its products': totals that add up can hide
+//     one product oversold and another short.
 //  4. Linearizability: every request of the run is in its history (see Op),
 //     with reads and restocks mixed into the attack when Config.Mix asks;
 //     CheckHistory holds it to a model of the API (model.go) with
