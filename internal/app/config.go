@@ -153,7 +153,7 @@ type Config struct {
 
 	// Chaos, when set, is called instead of the pause above: tests use it to
 	// make a holder wait for an event rather than for a time. It has no flag.
-	Chaos func(ctx context.Context)
+	Chaos func(ctx context.Context, products []int64)
 
 	LogLevel        slog.Level    // debug, info, warn or error
 	ShutdownTimeout time.Duration // wait for in-flight requests

@@ -117,7 +117,7 @@ func TestAsyncCloseWritesTheQueue(t *testing.T) {
 	var calls atomic.Int32
 	srv := c.replica(func(cfg *app.Config) {
 		cfg.Design = app.DesignCounterAsync
-		cfg.Chaos = func(ctx context.Context) {
+		cfg.Chaos = func(ctx context.Context, _ []int64) {
 			if calls.Add(1) == 1 {
 				<-ctx.Done() // the first batch, until Close stops the writer
 			}

@@ -151,13 +151,13 @@ func rush(id int64, users int, replicas ...*app.Server) map[int]int {
 // passes. With a lock that works, n never meet and each waits out the
 // timeout; with one that does not, they meet, and all of them have read the
 // same stock before any writes it: the lost update is certain, not likely.
-func meet(n int, wait time.Duration) func(ctx context.Context) {
+func meet(n int, wait time.Duration) func(ctx context.Context, _ []int64) {
 	var (
 		mu      sync.Mutex
 		arrived int
 		all     = make(chan struct{})
 	)
-	return func(ctx context.Context) {
+	return func(ctx context.Context, _ []int64) {
 		mu.Lock()
 		if arrived++; arrived == n {
 			close(all)

@@ -163,7 +163,7 @@ func TestLeaseExpiryCertain(t *testing.T) {
 // replicasMeeting starts n replicas in mode whose lock holders all run
 // hook inside their critical section, with waits long enough that nobody
 // answers busy.
-func (c *cluster) replicasMeeting(n int, mode app.LockMode, hook func(context.Context)) []*app.Server {
+func (c *cluster) replicasMeeting(n int, mode app.LockMode, hook func(context.Context, []int64)) []*app.Server {
 	var replicas []*app.Server
 	for range n {
 		replicas = append(replicas, c.replica(func(cfg *app.Config) {

@@ -194,7 +194,7 @@ func TestGracefulShutdown(t *testing.T) {
 	inside, proceed := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	srv := c.replica(func(cfg *app.Config) {
-		cfg.Chaos = func(context.Context) {
+		cfg.Chaos = func(context.Context, []int64) {
 			once.Do(func() { close(inside); <-proceed })
 		}
 	})

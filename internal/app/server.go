@@ -203,7 +203,7 @@ func redisUnreachable(addr string, err error) error {
 }
 
 // chaosHook turns the chaos settings into the Service's hook.
-func chaosHook(cfg Config) func(ctx context.Context) {
+func chaosHook(cfg Config) func(ctx context.Context, products []int64) {
 	if cfg.Chaos != nil {
 		return cfg.Chaos
 	}
@@ -211,7 +211,7 @@ func chaosHook(cfg Config) func(ctx context.Context) {
 	if pause <= 0 || prob <= 0 {
 		return nil
 	}
-	return func(ctx context.Context) {
+	return func(ctx context.Context, _ []int64) {
 		if prob < 1 && rand.Float64() >= prob {
 			return
 		}

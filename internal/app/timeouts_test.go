@@ -201,7 +201,7 @@ func slowPurchase(t *testing.T, writeTimeout time.Duration) int {
 	addr, h := serveLoopback(t, func(c *app.Config) {
 		c.LockWait = 100 * time.Millisecond
 		c.WriteTimeout = writeTimeout
-		c.Chaos = func(ctx context.Context) {
+		c.Chaos = func(ctx context.Context, _ []int64) {
 			select {
 			case <-time.After(hold):
 			case <-ctx.Done():

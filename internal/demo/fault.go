@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	mrand "math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,57 +28,79 @@ const (
 // stallHook is the lease-expiry rows' chaos hook, shared by the replicas
 // of one sale (they run in this process). Every holder works for work;
 // the first holder, and each later one with probability prob, then
-// stalls until another holder reaches this point, or for maxStall at
-// most. With renewal off, another holder gets in only once the stalled
-// one's lease has run out, so a stall that an arrival ends is the fault
-// itself, made certain rather than timed: the newcomer is past its claim
-// and its read, and the stalled holder writes after it. maxStall, longer
-// than the lease, bounds a stall nobody ends (the sale was over); that
+// stalls until another holder of one of its products reaches this point,
+// or for maxStall at most. With renewal off, another holder of a product
+// gets in only once the stalled one's lease has run out, so a stall that
+// such an arrival ends is the fault itself, made certain rather than
+// timed: the newcomer is past its claim and its read, and the stalled
+// holder writes after it. maxStall, longer than the lease, bounds a stall
+// nobody ends (the sale was over, or a product nobody else buys); that
 // holder's lease runs out all the same.
 type stallHook struct {
 	work, maxStall time.Duration
 	prob           float64
 
 	mu       sync.Mutex
-	started  bool            // the first holder has come
-	stalled  []chan struct{} // the holders stalled now; the next arrival closes them
-	overlaps int64           // stalls that an arrival ended
+	started  bool              // the first holder has come
+	stalled  map[int64][]*stop // by product: the holders stalled now; the next holder of it ends their stall
+	overlaps int64             // stalls that an arrival ended
+}
+
+// stop is one stall: it ends, once, whichever of its products' holders
+// comes first.
+type stop struct {
+	products []int64
+	done     chan struct{}
+}
+
+// end ends s and takes it off every product's list; the caller holds h.mu.
+func (h *stallHook) end(s *stop) {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	close(s.done)
+	for _, p := range s.products {
+		h.stalled[p] = slices.DeleteFunc(h.stalled[p], func(x *stop) bool { return x == s })
+		if len(h.stalled[p]) == 0 {
+			delete(h.stalled, p)
+		}
+	}
 }
 
 func newStallHook(work, maxStall time.Duration, prob float64) *stallHook {
-	return &stallHook{work: work, maxStall: maxStall, prob: prob}
+	return &stallHook{work: work, maxStall: maxStall, prob: prob, stalled: map[int64][]*stop{}}
 }
 
 // run is the hook: it returns when the holder may write. Like the
 // service's own hook, it ends with the request.
-func (h *stallHook) run(ctx context.Context) {
+func (h *stallHook) run(ctx context.Context, products []int64) {
 	if !wait(ctx, h.work, nil) {
 		return
 	}
 	h.mu.Lock()
-	for _, c := range h.stalled {
-		close(c)
+	for _, p := range products {
+		for _, s := range slices.Clone(h.stalled[p]) {
+			h.end(s)
+			h.overlaps++
+		}
 	}
-	h.overlaps += int64(len(h.stalled))
-	h.stalled = nil
-	var mine chan struct{}
+	var mine *stop
 	if !h.started || mrand.Float64() < h.prob {
-		mine = make(chan struct{})
-		h.stalled = append(h.stalled, mine)
+		mine = &stop{products: products, done: make(chan struct{})}
+		for _, p := range products {
+			h.stalled[p] = append(h.stalled[p], mine)
+		}
 	}
 	h.started = true
 	h.mu.Unlock()
 	if mine == nil {
 		return
 	}
-	if !wait(ctx, h.maxStall, mine) {
+	if !wait(ctx, h.maxStall, mine.done) {
 		h.mu.Lock()
-		for i, c := range h.stalled {
-			if c == mine {
-				h.stalled = append(h.stalled[:i], h.stalled[i+1:]...)
-				break
-			}
-		}
+		h.end(mine)
 		h.mu.Unlock()
 	}
 }

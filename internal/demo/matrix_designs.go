@@ -404,7 +404,7 @@ type holdHook struct {
 	once sync.Once
 }
 
-func (h *holdHook) run(ctx context.Context) {
+func (h *holdHook) run(ctx context.Context, _ []int64) {
 	h.mu.Lock()
 	h.held++
 	h.mu.Unlock()

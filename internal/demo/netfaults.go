@@ -185,7 +185,7 @@ func (n *netRun) othersSold() int64 {
 // section, since the others wait for the gate), it injects the fault,
 // lets the others in, and returns once they have sold, or after
 // takeoverWait; later calls return at once.
-func (n *netRun) hook(ctx context.Context) {
+func (n *netRun) hook(ctx context.Context, _ []int64) {
 	n.mu.Lock()
 	first := !n.fired
 	n.fired = true

@@ -95,49 +95,51 @@ func TestWriteVerdictsFaultNotInjected(t *testing.T) {
 	}
 }
 
-// The fault rows' hook: the first holder stalls until the next holder
-// reaches the hook, which ends the stall and counts an overlap; a stall
-// nobody ends lasts maxStall, and one whose request ends stops with it.
+// The fault rows' hook: the first holder stalls until the next holder of
+// one of its products reaches the hook, which ends the stall and counts
+// an overlap (a holder of another product does not); a stall nobody ends
+// lasts maxStall, and one whose request ends stops with it.
 func TestStallHook(t *testing.T) {
 	h := newStallHook(time.Millisecond, time.Minute, 0)
 	first := make(chan struct{})
 	go func() {
 		defer close(first)
-		h.run(context.Background())
+		h.run(context.Background(), []int64{1, 2})
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := poll.Until(ctx, time.Millisecond, func() (bool, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		return len(h.stalled) == 1, nil
+		return len(h.stalled) == 2, nil
 	})
 	if err != nil {
 		t.Fatalf("the first holder did not stall: %v", err)
 	}
+	h.run(context.Background(), []int64{3}) // another product's holder: no overlap
 	select {
 	case <-first:
 		t.Fatal("the first holder returned while stalled")
 	default:
 	}
-	h.run(context.Background()) // the next holder: probability 0, it does not stall
+	h.run(context.Background(), []int64{2}) // the next holder of product 2: probability 0, it does not stall
 	select {
 	case <-first:
 	case <-ctx.Done():
 		t.Fatal("the next holder's arrival did not end the first one's stall")
 	}
-	if n := h.overlapCount(); n != 1 {
-		t.Errorf("overlaps: got %d, want 1", n)
+	if n := h.overlapCount(); n != 1 || len(h.stalled) != 0 {
+		t.Errorf("overlaps: got %d with %d products still stalled, want 1 and 0", n, len(h.stalled))
 	}
 
 	alone := newStallHook(0, 5*time.Millisecond, 1)
-	alone.run(context.Background()) // returns after maxStall
+	alone.run(context.Background(), []int64{1}) // returns after maxStall
 	if n := alone.overlapCount(); n != 0 || len(alone.stalled) != 0 {
 		t.Errorf("a stall nobody ended: got %d overlaps and %d still stalled, want 0 and 0", n, len(alone.stalled))
 	}
 	gone, stop := context.WithCancel(context.Background())
 	stop()
-	newStallHook(0, time.Minute, 1).run(gone) // returns at once
+	newStallHook(0, time.Minute, 1).run(gone, []int64{1}) // returns at once
 }
 
 // netSold is a result of network-fault row r that ran, with the evidence

@@ -156,7 +156,7 @@ func (s *Service) serveBatch(ctx context.Context, productID, token int64, batch 
 	if len(orders) == 0 {
 		return results
 	}
-	s.chaos(ctx)
+	s.chaos(ctx, []int64{productID})
 	// Step 6, once: every order and the stock left, fenced.
 	if err := s.fenced(FenceWrite, s.store.PlaceOrders(ctx, productID, token, stock, orders)); err != nil {
 		return fail(err)

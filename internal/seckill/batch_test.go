@@ -179,7 +179,7 @@ func TestBatchFenceRejectionFailsTheWholeBatch(t *testing.T) {
 		p := e.product(stA, 10)
 		inside, bDone := make(chan struct{}), make(chan struct{})
 		var once sync.Once
-		stall := func(ctx context.Context) {
+		stall := func(ctx context.Context, _ []int64) {
 			once.Do(func() {
 				close(inside)
 				select {

@@ -97,7 +97,7 @@ func (o Options) withDefaults() Options {
 		o.Now = time.Now
 	}
 	if o.Chaos == nil {
-		o.Chaos = func(context.Context) {}
+		o.Chaos = func(context.Context, []int64) {}
 	}
 	if o.Recorder == nil {
 		o.Recorder = nopRecorder{}

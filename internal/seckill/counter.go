@@ -147,7 +147,7 @@ type counterBook struct {
 	counter Counter
 	store   CounterStore
 	now     func() time.Time
-	chaos   func(ctx context.Context)
+	chaos   func(ctx context.Context, products []int64)
 	rec     Recorder
 	crec    CounterRecorder
 	log     *slog.Logger

@@ -62,7 +62,7 @@ func (s *CounterSale) Purchase(ctx context.Context, productID int64, userID stri
 	defer s.crec.OrdersPending(-1)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), orderWriteTimeout)
 	defer cancel()
-	s.chaos(wctx)
+	s.chaos(wctx, []int64{productID})
 	o := &Order{ProductID: productID, UserID: userID, CreatedAt: s.now().UTC()}
 	if err := s.store.AddOrder(wctx, o); err != nil {
 		// Give the item back. A buyer the buyer set had forgotten (the

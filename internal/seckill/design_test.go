@@ -285,7 +285,7 @@ func TestCounterSaleOversellsWhatWasInFlightAtALoss(t *testing.T) {
 	e := newEnv(t)
 	taken, release := make(chan struct{}), make(chan struct{})
 	var first atomic.Bool
-	chaos := func(context.Context) {
+	chaos := func(context.Context, []int64) {
 		if first.CompareAndSwap(false, true) { // alice's purchase only
 			close(taken)
 			<-release
@@ -363,7 +363,7 @@ func TestOrderWriterClaimsAStalledWritersOrders(t *testing.T) {
 	}
 	stalled, wake := make(chan struct{}), make(chan struct{})
 	recA, recB := &counterRecorder{}, &counterRecorder{}
-	a := seckill.NewOrderWriter(ctr, st, "a", seckill.Options{Counter: recA, Chaos: func(context.Context) {
+	a := seckill.NewOrderWriter(ctr, st, "a", seckill.Options{Counter: recA, Chaos: func(context.Context, []int64) {
 		close(stalled)
 		<-wake
 	}}, seckill.WriterOptions{})

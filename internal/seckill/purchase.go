@@ -62,10 +62,9 @@ func (s *Service) purchaseLocked(ctx context.Context, productID int64, userID st
 		return nil, err
 	}
 
-	s.chaos(ctx)
-
 	o := &Order{ProductID: productID, UserID: userID, Fence: token, CreatedAt: s.now().UTC()}
 	if s.unfenced == nil {
+		s.chaos(ctx, []int64{productID})
 		// Step 6: the stock read in step 5 minus one, fenced.
 		if err := s.fenced(FenceWrite, s.store.PlaceOrders(ctx, productID, token, p.Stock-1, []*Order{o})); err != nil {
 			return nil, err
@@ -74,10 +73,11 @@ func (s *Service) purchaseLocked(ctx context.Context, productID int64, userID st
 	}
 	// The unfenced sequence: insert the order, then write back the stock
 	// read minus one in a separate statement. Safe only if nobody else read the
-	// same stock meanwhile.
+	// same stock meanwhile. The chaos hook sits between the two writes.
 	if err := s.unfenced.InsertOrder(ctx, o); err != nil {
 		return nil, err
 	}
+	s.chaos(ctx, []int64{productID})
 	if err := s.unfenced.SetStock(ctx, productID, p.Stock-1); err != nil {
 		return nil, err
 	}

@@ -22,12 +22,15 @@ type Options struct {
 	Now func() time.Time
 
 	// Chaos, when set, is called inside the critical section, after the
-	// rules are checked and before anything is written: the place where a
-	// long pause turns into a lost lease. Tests and demonstrations use it
-	// to make races certain; production leaves it nil. In the counter
-	// designs it is called between the take in Redis and the order's
-	// write: CounterSale's insert, AsyncCounterSale's writer's.
-	Chaos func(ctx context.Context)
+	// rules are checked and before anything is written, with the products
+	// whose locks are held: the place where a long pause turns into a
+	// lost lease. (The unfenced sequence calls it between its two writes,
+	// where a pause loses the update just the same and a crash leaves the
+	// order without its stock change.) Tests and demonstrations use it to
+	// make races certain; production leaves it nil. In the counter designs
+	// it is called between the take in Redis and the order's write:
+	// CounterSale's insert, AsyncCounterSale's writer's.
+	Chaos func(ctx context.Context, products []int64)
 
 	// Recorder is told how each purchase ended. Default: nobody.
 	Recorder Recorder
@@ -68,7 +71,7 @@ type Service struct {
 	store    Store
 	unfenced UnfencedStore // store's unfenced writes; nil unless Options.Unfenced
 	now      func() time.Time
-	chaos    func(ctx context.Context)
+	chaos    func(ctx context.Context, products []int64)
 	rec      Recorder
 	log      *slog.Logger
 
@@ -114,7 +117,7 @@ func NewService(locker Locker, store Store, opts Options) *Service {
 		s.now = time.Now
 	}
 	if s.chaos == nil {
-		s.chaos = func(context.Context) {}
+		s.chaos = func(context.Context, []int64) {}
 	}
 	if s.rec == nil {
 		s.rec = nopRecorder{}

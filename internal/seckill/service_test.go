@@ -221,7 +221,7 @@ func staleHolder(t *testing.T, db string, unfenced bool) (*seckill.Product, *cou
 	p := e.product(stA, 2)
 	aInside, bDone := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	stall := func(ctx context.Context) {
+	stall := func(ctx context.Context, _ []int64) {
 		once.Do(func() { // only A's first pass stalls
 			close(aInside)
 			select {

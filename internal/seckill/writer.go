@@ -3,6 +3,7 @@ package seckill
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -39,7 +40,7 @@ type OrderWriter struct {
 	store    CounterStore
 	consumer string
 	opts     WriterOptions
-	chaos    func(ctx context.Context)
+	chaos    func(ctx context.Context, products []int64)
 	crec     CounterRecorder
 	log      *slog.Logger
 }
@@ -111,6 +112,17 @@ func (w *OrderWriter) Flush(ctx context.Context) error {
 	}
 }
 
+// batchProducts lists the products of a batch's orders, each once.
+func batchProducts(batch []QueuedOrder) []int64 {
+	var ids []int64
+	for _, q := range batch {
+		if !slices.Contains(ids, q.Order.ProductID) {
+			ids = append(ids, q.Order.ProductID)
+		}
+	}
+	return ids
+}
+
 // write writes one batch and acknowledges it.
 func (w *OrderWriter) write(ctx context.Context, batch []QueuedOrder) error {
 	if len(batch) == 0 {
@@ -118,7 +130,7 @@ func (w *OrderWriter) write(ctx context.Context, batch []QueuedOrder) error {
 	}
 	w.crec.OrdersPending(len(batch))
 	defer w.crec.OrdersPending(-len(batch))
-	w.chaos(ctx)
+	w.chaos(ctx, batchProducts(batch))
 	// Once read, a batch is written even if Run is being stopped: Flush
 	// comes next, and reads only what no writer has been given.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), orderWriteTimeout)
