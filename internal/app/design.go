@@ -19,7 +19,7 @@ import (
 func (s *Server) newDesign(locker seckill.Locker, st countingStore) handlers.Service {
 	cfg := s.cfg
 	opts := seckill.Options{
-		Chaos:    chaosHook(cfg),
+		Chaos:    chaosHook(cfg, s.metrics),
 		Recorder: recorders{s.metrics, s.dash},
 		Counter:  s.metrics,
 		Logger:   s.log,

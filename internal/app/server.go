@@ -202,8 +202,10 @@ func redisUnreachable(addr string, err error) error {
 		"which needs nothing installed", addr, err)
 }
 
-// chaosHook turns the chaos settings into the Service's hook.
-func chaosHook(cfg Config) func(ctx context.Context, products []int64) {
+// chaosHook turns the chaos settings into the Service's hook. Its pauses
+// are counted in m while they last (seckill_chaos_paused), so that a fault
+// test can tell holders paused in their critical sections.
+func chaosHook(cfg Config, m *metrics.Metrics) func(ctx context.Context, products []int64) {
 	if cfg.Chaos != nil {
 		return cfg.Chaos
 	}
@@ -217,6 +219,8 @@ func chaosHook(cfg Config) func(ctx context.Context, products []int64) {
 		}
 		// A real stall would not end early; this one ends when the request
 		// does, since a write with an ended context fails anyway.
+		m.ChaosPaused(1)
+		defer m.ChaosPaused(-1)
 		t := time.NewTimer(pause)
 		defer t.Stop()
 		select {

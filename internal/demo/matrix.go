@@ -33,6 +33,11 @@ type row struct {
 	oversell bool     // expected
 	why      string   // the verdict's explanation when the row is as expected
 	net      netFault // a network fault on replica 1 (netfaults.go); "" for none
+	// products, for the rows over many products (matrix_products.go), is
+	// how many the sale sells (0: the sale's own), and pfault their fault
+	// beside lease expiry.
+	products int
+	pfault   productsFault
 	// design, for the rows of the designs (matrix_designs.go): the
 	// design, its fault and the outcome it must show.
 	design *designRow
@@ -67,12 +72,24 @@ func matrixRows(replicas int) []row {
 }
 
 // replicas is how many replicas r's sale runs on: a network fault needs
-// a replica besides the one it touches.
+// a replica besides the one it touches; a restart or a kill over many
+// products runs on two.
 func (r row) replicas(o options) int {
-	if r.net != "" {
+	switch {
+	case r.pfault != noProductsFault:
+		return 2
+	case r.net != "":
 		return max(o.replicas, 2)
 	}
 	return o.replicas
+}
+
+// productCount is how many products r's sale sells.
+func (r row) productCount(o options) int {
+	if r.products > 0 {
+		return r.products
+	}
+	return max(o.sale.Products, 1)
 }
 
 // config is the replicas' configuration for r, and the fault hook it
@@ -129,8 +146,9 @@ type result struct {
 	// each sale before it was run again.
 	attempt int
 	earlier []string
-	dev     designEvidence // a design row's evidence of its fault
-	output  bytes.Buffer   // the sale's full report, shown if the row fails
+	dev     designEvidence   // a design row's evidence of its fault
+	pev     productsEvidence // a restart or kill row's over many products
+	output  bytes.Buffer     // the sale's full report, shown if the row fails
 }
 
 // linText is the row's linearizable column.
@@ -146,7 +164,8 @@ func (r *result) linText() string {
 // exitOK only if every row matched its expectation, exitError if a row
 // could not run (or a Ctrl-C stopped the matrix), and exitFail otherwise.
 func runMatrix(ctx context.Context, o options, rds *redisHandle, logger *slog.Logger, stdout, stderr io.Writer) int {
-	rows := append(matrixRows(o.replicas), designRows()...)
+	rows := append(matrixRows(o.replicas), productsRows()...)
+	rows = append(rows, designRows()...)
 	if o.designSet {
 		rows = slices.DeleteFunc(rows, func(r row) bool { return r.rowDesign() != o.svc.Design })
 	}
@@ -225,7 +244,7 @@ func (r *result) status() string {
 		s = "oversold: YES"
 	}
 	s += ", linearizable: " + r.linText()
-	if r.expired || r.net != "" {
+	if r.expired || r.net != "" || r.pfault != noProductsFault {
 		s += fmt.Sprintf(", leases lost: %d, fence rejected: %d", r.leaseLost, r.fenceRejected)
 	}
 	if r.attempt > 1 {
@@ -250,6 +269,10 @@ func runRow(ctx context.Context, o options, rds *redisHandle, logger *slog.Logge
 		runNetRow(ctx, o, rds, logger, res)
 		return
 	}
+	if res.pfault != noProductsFault {
+		runProductsRow(ctx, o, rds, logger, res)
+		return
+	}
 	cfg, hook := res.config(o, rds.addr)
 	c, err := startCluster(ctx, o.replicas, cfg, o.command, logger.With("mode", res.mode, "fault", res.fault))
 	if err != nil {
@@ -257,6 +280,9 @@ func runRow(ctx context.Context, o options, rds *redisHandle, logger *slog.Logge
 		return
 	}
 	sale := o.sale
+	if res.products > 0 {
+		sale = res.productsSale(o)
+	}
 	sale.Targets, sale.AdminToken = c.urls, cfg.AdminToken
 	sale.ProgressMode = loadtest.ProgressOff
 	sale.Report, sale.ReportJSON = "", "" // the matrix writes one report of all rows
@@ -276,13 +302,13 @@ func runRow(ctx context.Context, o options, rds *redisHandle, logger *slog.Logge
 // and the fault mean.
 func writeTable(w io.Writer, o options, results []*result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "mode\tbatch\treplicas\tfault\torders\tstock left\toversold\tlinearizable\tpurchases/s\trequests/s\tp99\tfence rejected\tleases lost")
+	fmt.Fprintln(tw, "mode\tbatch\treplicas\tproducts\tfault\torders\tstock left\toversold\tlinearizable\tpurchases/s\trequests/s\tp99\tfence rejected\tleases lost")
 	for _, r := range results {
 		fault := r.fault
 		if fault == "" {
 			fault = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t", r.designName(), r.batchText(), r.replicas(o), fault)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t", r.designName(), r.batchText(), r.replicas(o), r.productCount(o), fault)
 		switch {
 		case r.skip != "":
 			fmt.Fprintln(tw, "skipped: "+r.skip)
@@ -300,7 +326,7 @@ func writeTable(w io.Writer, o options, results []*result) {
 		}
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "\nstock: %d per sale, load: %s, nothing injected but the fault column.\n"+
+	fmt.Fprintf(w, "\nstock: %d per product, load: %s, nothing injected but the fault column.\n"+
 		"oversold: a safety invariant of the load test failed (stock left + orders = stock, stock >= 0, one order per 201\n"+
 		"and per user). linearizable: the sale's history checked against a model of the API (porcupine); NO when no\n"+
 		"order of the requests explains their answers. batch: purchases per lock hold. purchases/s: while selling;\n"+
@@ -308,8 +334,8 @@ func writeTable(w io.Writer, o options, results []*result) {
 		"lease expiry: lock TTL %v, renewal off, holders work %v; the first, and %.0f%% of the others, then stall until\n"+
 		"the next holder is in (their lease ran out mid-purchase), %v at most. A sale without lost leases (or, fenced,\n"+
 		"without a late write refused) runs again, %d sales at most, else: fault not injected.\n"+
-		"fence rejected: late writes the database refused (a token older than the current holder's).\n%s\n",
-		o.sale.Stock, shapeText(o.sale), faultTTL, faultWork, faultProb*100, faultMaxStall, maxRowAttempts, netLegend())
+		"fence rejected: late writes the database refused (a token older than the current holder's).\n%s\n%s\n",
+		o.sale.Stock, shapeText(o.sale), faultTTL, faultWork, faultProb*100, faultMaxStall, maxRowAttempts, netLegend(), productsLegend())
 	writeDesignLegend(w, results)
 }
 

@@ -21,8 +21,9 @@ import (
 // burst alone races. The rows without an oversell must also have
 // linearizable histories, and the fault rows must show their fault (leases
 // lost, late writes refused; for the network faults, another replica
-// selling while replica 1 was caught in its critical section). (The other
-// designs' rows: TestMatrixDesigns.)
+// selling while replica 1 was caught in its critical section; over many
+// products, a restart or a kill that caught holders of several products in
+// their critical sections). (The other designs' rows: TestMatrixDesigns.)
 func TestMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: every lock mode's demo sale, and the report in a browser")
@@ -50,8 +51,14 @@ func TestMatrix(t *testing.T) {
 		"ok       redis (link cut, no fence) oversold",
 		"ok       redis (clock jump) (redlock) did not oversell and is linearizable",
 		"ok       redis (clock jump, no fence) (redlock) oversold",
+		"ok       redis (lease expiry) (500 products) did not oversell and is linearizable",
+		"ok       redis (lease expiry, no fence) (500 products) oversold",
+		"ok       redis (Redis restarted) (500 products) did not oversell and is linearizable",
+		"ok       redis (Redis restarted, no fence) (500 products) oversold",
+		"ok       redis (replica killed) (500 products) did not oversell and is linearizable",
+		"ok       redis (replica killed, no fence) (500 products) oversold",
 		"ok       redis (Redis restarted) held, as expected",
-		"matrix: PASS: all 11 rows as expected",
+		"matrix: PASS: all 17 rows as expected",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("stdout lacks %q", want)
@@ -128,6 +135,7 @@ func checkMatrixJSON(t *testing.T, path string) {
 		Passed bool `json:"passed"`
 		Rows   []struct {
 			Mode           string `json:"mode"`
+			Products       int    `json:"products"`
 			Fault          string `json:"fault"`
 			ExpectOversell bool   `json:"expect_oversell"`
 			LeasesLost     int64  `json:"leases_lost"`
@@ -146,8 +154,8 @@ func checkMatrixJSON(t *testing.T, path string) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatalf("matrix JSON: %v", err)
 	}
-	if !m.Passed || len(m.Rows) != 11 {
-		t.Fatalf("matrix JSON: passed %v with %d rows, want true with 11", m.Passed, len(m.Rows))
+	if !m.Passed || len(m.Rows) != 17 {
+		t.Fatalf("matrix JSON: passed %v with %d rows, want true with 17", m.Passed, len(m.Rows))
 	}
 	for _, row := range m.Rows {
 		if row.Verdict != "ok" || row.Report.Oversold != row.ExpectOversell || row.Report.Requests == 0 ||
@@ -156,11 +164,24 @@ func checkMatrixJSON(t *testing.T, path string) {
 		}
 		// The fault rows show their fault: leases lost (but for a
 		// Redlock node's clock jump, whose holder may write before it
-		// learns), with the fence on, late writes refused, and for the
-		// network faults what the fault did. (The Redis restart's
+		// learns, and a killed replica), with the fence on, late writes
+		// refused (but for a killed replica, which writes nothing), and
+		// for the network faults and the restart and kill over many
+		// products what the fault did. (The one-product Redis restart's
 		// evidence is the design rows' own: TestMatrixDesigns.)
 		fenced, jump := !strings.Contains(row.Fault, "no fence"), strings.HasPrefix(row.Fault, "clock jump")
-		net := jump || strings.HasPrefix(row.Fault, "link cut")
+		many := row.Products > 1
+		kill := many && strings.HasPrefix(row.Fault, "replica killed")
+		if many && row.Products != 500 {
+			t.Errorf("matrix JSON row %s (%s): %d products, want 1 or 500", row.Mode, row.Fault, row.Products)
+		}
+		if kill {
+			if row.FaultEvidence == "" || (!fenced) != row.Report.Oversold {
+				t.Errorf("matrix JSON row %s (%s): evidence %q: the kill did not show", row.Mode, row.Fault, row.FaultEvidence)
+			}
+			continue
+		}
+		net := jump || strings.HasPrefix(row.Fault, "link cut") || (many && strings.HasPrefix(row.Fault, "Redis restarted"))
 		if (net || strings.HasPrefix(row.Fault, "lease expiry")) &&
 			((row.LeasesLost == 0 && !jump) || (fenced && row.FenceRejected == 0) || (net && row.FaultEvidence == "")) {
 			t.Errorf("matrix JSON row %s (%s): %d leases lost, %d fence rejections, evidence %q: the fault did not show",
@@ -199,7 +220,7 @@ type matrixRowShown struct {
 	Chart, SoldAboveS, TotalAboveS                                bool
 }
 
-// checkMatrixPage opens the -report page in a real browser: eleven rows, each
+// checkMatrixPage opens the -report page in a real browser: seventeen rows, each
 // with its verdict and a chart, where none and local sell past the stock
 // and the Redis lock never does.
 func checkMatrixPage(t *testing.T, path string) {
@@ -207,7 +228,7 @@ func checkMatrixPage(t *testing.T, path string) {
 	b := browsertest.Start(t, 1500, 1100)
 	b.Navigate("file://" + path)
 	b.WaitTrue(`document.querySelectorAll("#matrix tr.row").length > 0`, 10*time.Second, func() string { return "no rows" })
-	if v := browsertest.Eval[string](b, `document.getElementById("verdict").textContent`); v != "matrix: PASS: all 11 rows as expected" {
+	if v := browsertest.Eval[string](b, `document.getElementById("verdict").textContent`); v != "matrix: PASS: all 17 rows as expected" {
 		t.Errorf("verdict: got %q", v)
 	}
 	rows := browsertest.Eval[[]matrixRowShown](b, rowsJS)
@@ -216,6 +237,9 @@ func checkMatrixPage(t *testing.T, path string) {
 		{"redis", "lease expiry", "no"}, {"redis", "lease expiry, no fence", "YES"},
 		{"redis", "link cut", "no"}, {"redis", "link cut, no fence", "YES"},
 		{"redis", "clock jump", "no"}, {"redis", "clock jump, no fence", "YES"},
+		{"redis", "lease expiry", "no"}, {"redis", "lease expiry, no fence", "YES"},
+		{"redis", "Redis restarted", "no"}, {"redis", "Redis restarted, no fence", "YES"},
+		{"redis", "replica killed", "no"}, {"redis", "replica killed, no fence", "YES"},
 		{"redis", "Redis restarted", "no"},
 	}
 	if len(rows) != len(want) {

@@ -30,6 +30,7 @@ var matrixReport = template.Must(template.New("matrix").Funcs(template.FuncMap{
 type matrixRow struct {
 	Mode           string `json:"mode"`
 	Batch          string `json:"batch"`
+	Products       int    `json:"products"`
 	Fault          string `json:"fault"`
 	Label          string `json:"label"`
 	Name           string `json:"name"`
@@ -46,8 +47,8 @@ type matrixRow struct {
 	// holder get in; Sales is the row's sales, more than 1 when one
 	// without its fault ran again.
 	Overlaps int64 `json:"overlaps"`
-	// FaultEvidence is what a network fault did ("" if it did not
-	// happen, or the row has none).
+	// FaultEvidence is what a network fault, or a restart or a kill over
+	// many products, did ("" if it did not happen, or the row has none).
 	FaultEvidence string          `json:"fault_evidence,omitempty"`
 	Sales         int             `json:"sales"`
 	Report        loadtest.Report `json:"report"`
@@ -64,8 +65,9 @@ type matrixPage struct {
 	Rows     []matrixRow `json:"rows"`
 	FaultTTL string      `json:"-"`
 	Fault    string      `json:"-"`
-	// NetFaults is the network-fault rows' legend.
-	NetFaults string `json:"-"`
+	// NetFaults and ManyProducts are the network-fault rows' legend and
+	// that of the rows over many products.
+	NetFaults, ManyProducts string `json:"-"`
 	// PassLine is the verdict line of a matrix that passed.
 	PassLine string `json:"-"`
 }
@@ -79,16 +81,20 @@ func newMatrixPage(o options, results []*result) matrixPage {
 		FaultTTL: faultTTL.String(),
 		Fault: fmt.Sprintf("holders work %v; the first, and %.0f%% of the others, then stall until the next holder is in, %v at most; a sale without the fault runs again, %d sales at most",
 			faultWork, faultProb*100, faultMaxStall, maxRowAttempts),
-		NetFaults: strings.ReplaceAll(netLegend(), "\n", " ")}
+		NetFaults:    strings.ReplaceAll(netLegend(), "\n", " "),
+		ManyProducts: strings.ReplaceAll(productsLegend(), "\n", " ")}
 	p.PassLine = "matrix: " + passLine(results)
 	for _, r := range results {
 		v, why := r.judge()
 		row := matrixRow{
-			Mode: r.designName(), Batch: r.batchText(), Fault: r.fault, Label: r.label, Name: r.name(),
+			Mode: r.designName(), Batch: r.batchText(), Products: r.productCount(o), Fault: r.fault, Label: r.label, Name: r.name(),
 			ExpectOversell: r.oversell, Ran: r.ran, Matched: v == verdictOK,
 			Verdict: string(v), Why: why + r.earlierText(), Class: strings.ReplaceAll(string(v), " ", "-"),
 			FenceRejected: r.fenceRejected, LeasesLost: r.leaseLost, Overlaps: r.overlaps, FaultEvidence: r.injected, Sales: r.attempt,
 			Report: r.rep, Linearizable: r.linText(),
+		}
+		if r.pfault != noProductsFault && r.pev.missing == "" {
+			row.FaultEvidence = r.productsFaultText()
 		}
 		if r.err != nil {
 			row.Error = r.err.Error()

@@ -51,6 +51,8 @@ func (r *result) judge() (verdict, string) {
 		return verdictMismatch, "oversold without losing a lease: the oversell did not come from the fault"
 	case r.net != "" && r.rep.Oversold && r.injected == "":
 		return verdictMismatch, "oversold without the fault (" + r.notInjected + "): the oversell did not come from it"
+	case r.pfault != noProductsFault && r.rep.Oversold && r.pev.missing != "":
+		return verdictMismatch, "oversold without the fault (" + r.pev.missing + "): the oversell did not come from it"
 	}
 	if missing := r.missingFault(); missing != "" {
 		return verdictNoFault, missing
@@ -59,7 +61,7 @@ func (r *result) judge() (verdict, string) {
 		return verdictMismatch, fmt.Sprintf("did not oversell, but it should have: %s, and the checker saw no oversell", r.faultText())
 	}
 	why := r.why
-	if r.expired || r.net != "" {
+	if r.expired || r.net != "" || r.pfault != noProductsFault {
 		why += " (" + r.faultText() + ")"
 	}
 	return verdictOK, why
@@ -70,6 +72,10 @@ func (r *result) judge() (verdict, string) {
 func (r *result) missingFault() string {
 	var missing []string
 	switch {
+	case r.pfault != noProductsFault:
+		if m := r.productsMissing(); m != "" {
+			missing = append(missing, m)
+		}
 	case r.net != "":
 		if r.injected == "" {
 			missing = append(missing, r.notInjected)
@@ -98,6 +104,9 @@ func (r *result) missingFault() string {
 
 // faultText is the evidence of a fault row's fault, in words.
 func (r *result) faultText() string {
+	if r.pfault != noProductsFault {
+		return r.productsFaultText()
+	}
 	s := fmt.Sprintf("leases lost: %d", r.leaseLost)
 	if !r.unsafe {
 		s += fmt.Sprintf(", late writes refused by the fence: %d", r.fenceRejected)

@@ -72,9 +72,12 @@ type Metrics struct {
 	waitSeconds     prometheus.Histogram   // successful acquisitions only
 	acquireFailures prometheus.Counter
 	releases        prometheus.Counter
+	locksHeld       prometheus.Gauge
 	heldSeconds     prometheus.Histogram
 	renewalFailures prometheus.Counter
 	leasesLost      prometheus.Counter
+
+	chaosPaused prometheus.Gauge
 
 	counterBuilds prometheus.Counter
 	ordersPending prometheus.Gauge
@@ -105,9 +108,16 @@ func New() *Metrics {
 	m.waitSeconds = m.histogram("seckill_lock_wait_seconds", "Time spent waiting for locks that were acquired.", DurationBuckets)
 	m.acquireFailures = m.counter("seckill_lock_acquire_failures_total", "Lock waits that ended without the lock.")
 	m.releases = m.counter("seckill_lock_releases_total", "Lock releases.")
+	m.locksHeld = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_locks_held",
+		Help: "Locks this replica holds now: acquired and not yet released (a holder stalled in its critical section shows here)."})
+	m.reg.MustRegister(m.locksHeld)
 	m.heldSeconds = m.histogram("seckill_lock_held_seconds", "Time locks were held.", DurationBuckets)
 	m.renewalFailures = m.counter("seckill_lock_renewal_failures_total", "Background lease renewals that failed.")
 	m.leasesLost = m.counter("seckill_lock_leases_lost_total", "Leases lost while held.")
+
+	m.chaosPaused = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_chaos_paused",
+		Help: "Lock holders pausing now inside their critical section (CHAOS_PAUSE, for demonstrations; always 0 without it)."})
+	m.reg.MustRegister(m.chaosPaused)
 
 	m.counterBuilds = m.counter("seckill_counter_builds_total",
 		"Stock counters this replica built from the database because Redis had none (counter designs).")
@@ -191,6 +201,7 @@ func (m *Metrics) Acquired(_ string, wait time.Duration, contended bool) {
 		label = "true"
 	}
 	m.acquisitions.WithLabelValues(label).Inc()
+	m.locksHeld.Inc()
 	m.waitSeconds.Observe(wait.Seconds())
 }
 
@@ -200,6 +211,7 @@ func (m *Metrics) AcquireFailed(string, time.Duration, error) { m.acquireFailure
 // Released counts a release and how long the lock was held (lock.Observer).
 func (m *Metrics) Released(_ string, held time.Duration) {
 	m.releases.Inc()
+	m.locksHeld.Dec()
 	m.heldSeconds.Observe(held.Seconds())
 }
 
@@ -208,6 +220,10 @@ func (m *Metrics) RenewalFailed(string, error) { m.renewalFailures.Inc() }
 
 // LeaseLost counts a lease lost while held (lock.Observer).
 func (m *Metrics) LeaseLost(string) { m.leasesLost.Inc() }
+
+// ChaosPaused adds n to the holders pausing now in their critical section
+// (CHAOS_PAUSE): +1 as a pause starts, -1 as it ends.
+func (m *Metrics) ChaosPaused(n int) { m.chaosPaused.Add(float64(n)) }
 
 // CounterBuilt counts a counter built from the database
 // (seckill.CounterRecorder).

@@ -132,6 +132,11 @@ func TestMetricsPage(t *testing.T) {
 		}
 	}
 
+	// Two acquired, one released: one held.
+	if got := sample(t, family(t, fams, "seckill_locks_held", dto.MetricType_GAUGE)).GetGauge().GetValue(); got != 1 {
+		t.Errorf("seckill_locks_held: got %g, want 1", got)
+	}
+
 	// The lock wait: one 200 µs wait, one 500 ms wait.
 	wait := sample(t, family(t, fams, "seckill_lock_wait_seconds", dto.MetricType_HISTOGRAM)).GetHistogram()
 	if wait.GetSampleCount() != 2 || wait.GetSampleSum() != 0.5002 {
