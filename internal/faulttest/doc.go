@@ -114,6 +114,17 @@
 //	            sale resumes, in both runs
 //	  control:  UNSAFE_NO_FENCE=true oversells
 //
+//	Scenario 13: a sale of 12 products; SIGSTOP a replica while it pauses
+//	            in the critical sections of 3 products or more, until
+//	            every lock key held then has expired or changed hands,
+//	            SIGCONT
+//	  lock:     each of its leases runs out; the other replica takes those
+//	            products with newer tokens and sells
+//	  fence:    refuses each of the woken replica's writes (rejections
+//	            rise by 2 or more)
+//	  outcome:  nothing oversold, every product's history linearizable
+//	  control:  UNSAFE_NO_FENCE=true oversells
+//
 // Scenarios 8 to 12 are the network and clock faults. A faultproxy
 // (internal/faultproxy) on a link holds its bytes during a partition and
 // delivers them when it heals, as TCP does, or delays them; a preloaded
