@@ -10,27 +10,36 @@ import (
 func (l *Locker) acquire(ctx context.Context, name string, wait bool) (*Lock, error) {
 	start := time.Now()
 	lk, contended, err := l.acquireOrWait(ctx, name, wait, start)
-	if err == nil {
-		err = l.backend.confirm(ctx, lk)
-		if err == nil && l.isClosed() && !hooks.acquireIgnoresClose {
-			// Close began while we acquired. It may have told this Lock
-			// ErrClosed, or may have run before the Lock existed and
-			// then nothing watches its lease: either way the caller must
-			// not hold it. (Once Acquire has returned, Close reports
-			// through Lost.)
-			err = ErrClosed
-		}
-		if err != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-			_ = lk.Release(rctx)
-			cancel()
-		}
-	}
+	lk, err = l.acquired(ctx, lk, err)
 	if err != nil {
 		l.opts.Observer.AcquireFailed(name, time.Since(start), err)
 		return nil, err
 	}
 	l.opts.Observer.Acquired(name, time.Since(start), contended)
+	return lk, nil
+}
+
+// acquired is the last step of every acquisition, lk won (unless err):
+// the backend's confirmation, and the Close check. A Lock that fails them
+// is released, and not returned.
+func (l *Locker) acquired(ctx context.Context, lk *Lock, err error) (*Lock, error) {
+	if err != nil {
+		return nil, err
+	}
+	err = l.backend.confirm(ctx, lk)
+	if err == nil && l.isClosed() && !hooks.acquireIgnoresClose {
+		// Close began while we acquired. It may have told this Lock
+		// ErrClosed, or may have run before the Lock existed and then
+		// nothing watches its lease: either way the caller must not hold
+		// it. (Once Acquire has returned, Close reports through Lost.)
+		err = ErrClosed
+	}
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		_ = lk.Release(rctx)
+		cancel()
+		return nil, err
+	}
 	return lk, nil
 }
 

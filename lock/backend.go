@@ -19,6 +19,9 @@ type backend interface {
 	// (the result's owner). A failure after which another attempt is safe,
 	// because this one can no longer take the lock, is an undone.
 	attempt(ctx context.Context, k keys) (acquireResult, error)
+	// attemptAll is attempt for several locks, sent together: one round
+	// trip where the backend can.
+	attemptAll(ctx context.Context, ks []keys) ([]acquireResult, []error)
 	// contend asks for the lock for this process's waiters: it queues the
 	// process under ticket, or refreshes its place (refresh), so that a
 	// release passes the lock to it; or, where nobody is queued (Redlock),
@@ -28,6 +31,9 @@ type backend interface {
 	// release deletes owner's lock; requeue, when not empty, queues the
 	// process under that ticket first, and the result says whether it did.
 	release(ctx context.Context, k keys, owner, requeue string) (releaseResult, error)
+	// releaseAll is release for several locks, sent together: one round
+	// trip where the backend can.
+	releaseAll(ctx context.Context, rs []releaseReq) ([]releaseResult, []error)
 	// withdraw gives ticket up for good: a lock it holds is passed on,
 	// and a late request carrying it will fail.
 	withdraw(ctx context.Context, k keys, ticket string) error
@@ -75,6 +81,12 @@ type acquireResult struct {
 	deadline time.Time     // acquired: the lease lasts at least until then
 	retryIn  time.Duration // waiting: the holder's remaining lease
 	queued   bool          // waiting: the process stands in the lock's queue
+}
+
+// releaseReq is one lock of a releaseAll: release's arguments.
+type releaseReq struct {
+	k              keys
+	owner, requeue string
 }
 
 type releaseResult struct {

@@ -231,20 +231,38 @@ func (lk *Lock) extended(d time.Time) error {
 // Release waits for it; if no check can answer (ctx ends, Close, the run's
 // last release fails), it returns an error saying the hold was not checked.
 func (lk *Lock) Release(ctx context.Context) error {
+	r, err := lk.startRelease()
+	if err != nil {
+		return err
+	}
+	released, err := lk.locker.release(ctx, lk)
+	return lk.endRelease(r, released, err)
+}
+
+// releaseBegun is what a Release knows of its Lock before its call to Redis:
+// whether the loss was already reported, and the loss it found.
+type releaseBegun struct {
+	reported bool
+	lostErr  error
+}
+
+// startRelease marks lk released and stops its renewals and contexts: the
+// part of Release before the call to Redis. A second release is
+// ErrNotHeld.
+func (lk *Lock) startRelease() (releaseBegun, error) {
 	lk.mu.Lock()
 	if lk.released {
 		lk.mu.Unlock()
-		return fmt.Errorf("%w: %q was already released", ErrNotHeld, lk.name)
+		return releaseBegun{}, fmt.Errorf("%w: %q was already released", ErrNotHeld, lk.name)
 	}
 	lk.released = true
-	reported := lk.lostErr != nil
+	r := releaseBegun{reported: lk.lostErr != nil, lostErr: lk.lostErr}
 	lk.locker.dog.remove(lk)
 	// A renewal already in flight may still land: before the release
 	// script it extends a lease about to be deleted, after it it finds no
 	// owner and, the Lock being released, reports nothing.
-	lostErr := lk.lostErr
-	if lostErr == nil && !time.Now().Before(lk.deadline) {
-		lostErr = ErrLeaseLost // ran out; the watchdog had not noticed yet
+	if r.lostErr == nil && !time.Now().Before(lk.deadline) {
+		r.lostErr = ErrLeaseLost // ran out; the watchdog had not noticed yet
 	}
 	cancels := lk.cancels
 	lk.cancels = nil
@@ -252,16 +270,21 @@ func (lk *Lock) Release(ctx context.Context) error {
 	for _, c := range cancels {
 		c(context.Canceled)
 	}
+	return r, nil
+}
 
-	released, err := lk.locker.release(ctx, lk)
+// endRelease reports what the release's call found (released, err): the
+// part of Release after it.
+func (lk *Lock) endRelease(r releaseBegun, released bool, err error) error {
 	obs := lk.locker.opts.Observer
 	held := time.Since(lk.acquired)
+	lostErr := r.lostErr
 	if lostErr == nil && err == nil && !released {
 		// The key was already gone or someone else's, or (passed on
 		// within the process) a check after the hand-off found it so.
 		lostErr = ErrLeaseLost
 	}
-	if !reported && lostErr != nil {
+	if !r.reported && lostErr != nil {
 		// Lost, and found out only now: the deadline passed before the
 		// watchdog looked, or the key was not ours any more. lose was
 		// never called: count the loss, and close Lost, here.

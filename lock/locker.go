@@ -106,6 +106,113 @@ func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 	return l.acquire(ctx, name, false)
 }
 
+// TryAcquireAll makes one attempt at each of names, as TryAcquire does,
+// and sends them together: one round trip to Redis for all of them (with
+// Cluster, one pipeline to each master their slots are on), where
+// TryAcquire calls would take one each. It returns, for each name, its
+// Lock, or the error TryAcquire would have (matching ErrNotAcquired when
+// the lock is held, or this Locker is busy with it, as it is with a name
+// that comes twice). It waits for nobody. A program that serves many locks
+// at once, each for a short batch of work, takes them this way, and waits
+// (Acquire) only for those held elsewhere. On Redlock the attempts run at
+// once, each its own round trip to every node.
+func (l *Locker) TryAcquireAll(ctx context.Context, names []string) ([]*Lock, []error) {
+	start := time.Now()
+	locks, errs := make([]*Lock, len(names)), make([]error, len(names))
+	qs := make([]*queue, len(names))
+	l.mu.Lock()
+	for i, name := range names {
+		switch err := checkName(name); {
+		case err != nil:
+			errs[i] = err
+		case l.closed:
+			errs[i] = ErrClosed
+		case l.queues[name] != nil:
+			errs[i] = fmt.Errorf("%w: %q is held or awaited in this process", ErrNotAcquired, name)
+		default:
+			qs[i] = l.newQueue(name)
+			qs[i].tryStart()
+		}
+	}
+	l.mu.Unlock()
+
+	var ks []keys
+	var sentFor []int
+	for i, q := range qs {
+		if q != nil {
+			ks = append(ks, q.k)
+			sentFor = append(sentFor, i)
+		}
+	}
+	res, rerrs := l.backend.attemptAll(ctx, ks)
+	var unwanted []int // won after Close began: withdrawn
+	l.mu.Lock()
+	for j, i := range sentFor {
+		q := qs[i]
+		var g *grant
+		if rerrs[j] == nil && res[j].status == acquired {
+			g = &grant{ticket: res[j].owner, token: res[j].token, deadline: res[j].deadline}
+		}
+		if g != nil && l.closed && !hooks.acquireIgnoresClose {
+			q.tried(nil)
+			l.tend(q)
+			unwanted = append(unwanted, j)
+			errs[i] = ErrClosed
+			continue
+		}
+		if locks[i] = q.tried(g); locks[i] != nil {
+			continue
+		}
+		l.tend(q)
+		if rerrs[j] != nil {
+			errs[i] = notAcquired(q.name, rerrs[j])
+		} else {
+			errs[i] = fmt.Errorf("%w: %q is held", ErrNotAcquired, q.name)
+		}
+	}
+	l.mu.Unlock()
+	for _, j := range unwanted {
+		l.withdraw(ctx, ks[j], res[j].owner)
+	}
+	for i, lk := range locks {
+		if lk != nil {
+			locks[i], errs[i] = l.acquired(ctx, lk, nil)
+		}
+		if errs[i] != nil {
+			l.opts.Observer.AcquireFailed(names[i], time.Since(start), errs[i])
+		} else {
+			l.opts.Observer.Acquired(names[i], time.Since(start), false)
+		}
+	}
+	return locks, errs
+}
+
+// ReleaseAll releases each of locks, as Release does, and sends their
+// calls to Redis together: one round trip for all of them, where Release
+// calls would take one each. It returns each Lock's Release error. The
+// Locks must be this Locker's.
+func (l *Locker) ReleaseAll(ctx context.Context, locks []*Lock) []error {
+	errs := make([]error, len(locks))
+	begun := make([]releaseBegun, len(locks))
+	var going []*Lock
+	var at []int
+	for i, lk := range locks {
+		if lk.locker != l {
+			errs[i] = fmt.Errorf("lock: release %q: the Lock is another Locker's", lk.name)
+			continue
+		}
+		if begun[i], errs[i] = lk.startRelease(); errs[i] == nil {
+			going = append(going, lk)
+			at = append(at, i)
+		}
+	}
+	released, rerrs := l.releaseAll(ctx, going)
+	for j, i := range at {
+		errs[i] = locks[i].endRelease(begun[i], released[j], rerrs[j])
+	}
+	return errs
+}
+
 // Do runs fn while holding the lock called name: the acquire / try /
 // finally-release pattern, written once. fn's context is cancelled,
 // with cause ErrLeaseLost, if the lease is lost while fn runs; fn should stop

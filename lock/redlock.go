@@ -189,6 +189,19 @@ func (r *redlock) attempt(ctx context.Context, k keys) (acquireResult, error) {
 	return acquireResult{status: waiting, retryIn: retryIn}, nil
 }
 
+// attemptAll is attempt for each lock of ks, all at once: each is a quorum
+// of its own, decided on its own clock reading, so they cannot share one
+// call per node as a single server's scripts share one pipeline.
+func (r *redlock) attemptAll(ctx context.Context, ks []keys) ([]acquireResult, []error) {
+	res, errs := make([]acquireResult, len(ks)), make([]error, len(ks))
+	var wg sync.WaitGroup
+	for i, k := range ks {
+		wg.Go(func() { res[i], errs[i] = r.attempt(ctx, k) })
+	}
+	wg.Wait()
+	return res, errs
+}
+
 // raiseFences sets the fence counter of the nodes in held to at least
 // token, and reports whether a quorum of them did.
 func (r *redlock) raiseFences(ctx context.Context, k keys, held []int, token int64) bool {
@@ -231,6 +244,17 @@ func (r *redlock) withdrawEverywhere(ctx context.Context, k keys, ticket string)
 func (r *redlock) release(ctx context.Context, k keys, owner, _ string) (releaseResult, error) {
 	deleted := r.withdrawEverywhere(ctx, k, owner)
 	return releaseResult{released: deleted >= r.quorum}, nil
+}
+
+// releaseAll is release for each lock of rs, all at once.
+func (r *redlock) releaseAll(ctx context.Context, rs []releaseReq) ([]releaseResult, []error) {
+	res, errs := make([]releaseResult, len(rs)), make([]error, len(rs))
+	var wg sync.WaitGroup
+	for i, q := range rs {
+		wg.Go(func() { res[i], errs[i] = r.release(ctx, q.k, q.owner, q.requeue) })
+	}
+	wg.Wait()
+	return res, errs
 }
 
 func (r *redlock) withdraw(ctx context.Context, k keys, ticket string) error {

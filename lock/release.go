@@ -16,36 +16,90 @@ import (
 // at once (passHeld), and release returns when a check of the key sent
 // after that answers.
 func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err error) {
-	l.mu.Lock()
-	q := l.queues[lk.name]
-	if q != nil {
-		if checked := q.passHeld(lk); checked != nil {
-			l.tend(q)
-			l.mu.Unlock()
-			select {
-			case err := <-checked:
-				switch err {
-				case nil: // the key was still the run's after the hand-off
-					return true, nil
-				case ErrLeaseLost: // it was not: the hold may not have been exclusive
-					return false, nil
-				}
-				return false, fmt.Errorf("%w: %w", errUnchecked, err)
-			case <-ctx.Done():
-				return false, fmt.Errorf("%w: %w", errUnchecked, ctx.Err())
-			}
+	st := l.releaseStart(lk)
+	if st.checked != nil {
+		return st.awaitCheck(ctx)
+	}
+	sent := time.Now()
+	res, err := l.backend.release(ctx, lk.k, lk.owner, st.requeue)
+	return l.releaseDone(ctx, lk, st, sent, res, err)
+}
+
+// releaseAll is release for several Locks whose releases go to Redis
+// together (backend.releaseAll); a Lock passed on in memory waits for its
+// check instead, after the others' releases.
+func (l *Locker) releaseAll(ctx context.Context, locks []*Lock) (released []bool, errs []error) {
+	released, errs = make([]bool, len(locks)), make([]error, len(locks))
+	steps := make([]releaseStep, len(locks))
+	var reqs []releaseReq
+	var sentTo []int
+	for i, lk := range locks {
+		steps[i] = l.releaseStart(lk)
+		if steps[i].checked == nil {
+			reqs = append(reqs, releaseReq{k: lk.k, owner: lk.owner, requeue: steps[i].requeue})
+			sentTo = append(sentTo, i)
 		}
 	}
-	requeue := ""
-	if q != nil {
-		requeue = q.release(lk)
+	sent := time.Now()
+	res, rerrs := l.backend.releaseAll(ctx, reqs)
+	for j, i := range sentTo {
+		released[i], errs[i] = l.releaseDone(ctx, locks[i], steps[i], sent, res[j], rerrs[j])
+	}
+	for i, st := range steps {
+		if st.checked != nil {
+			released[i], errs[i] = st.awaitCheck(ctx)
+		}
+	}
+	return released, errs
+}
+
+// releaseStep is a release under way: the queue of its lock in this
+// process, and either the ticket its call to Redis queues the process
+// under (requeue) or, when the lock was passed on in memory, the check
+// that answers it (checked).
+type releaseStep struct {
+	q       *queue
+	requeue string
+	checked <-chan error
+}
+
+// releaseStart is what a release decides in this process before its call:
+// pass the lock on in memory (passHeld), or go to Redis.
+func (l *Locker) releaseStart(lk *Lock) releaseStep {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := releaseStep{q: l.queues[lk.name]}
+	if st.q != nil {
+		if st.checked = st.q.passHeld(lk); st.checked != nil {
+			l.tend(st.q)
+			return st
+		}
+		st.requeue = st.q.release(lk)
 	} else if lk.run != nil {
 		lk.run.ended = true
 	}
-	l.mu.Unlock()
+	return st
+}
 
-	sent := time.Now()
-	res, err := l.backend.release(ctx, lk.k, lk.owner, requeue)
+// awaitCheck waits for the check of a lock passed on in memory.
+func (st releaseStep) awaitCheck(ctx context.Context) (released bool, err error) {
+	select {
+	case err := <-st.checked:
+		switch err {
+		case nil: // the key was still the run's after the hand-off
+			return true, nil
+		case ErrLeaseLost: // it was not: the hold may not have been exclusive
+			return false, nil
+		}
+		return false, fmt.Errorf("%w: %w", errUnchecked, err)
+	case <-ctx.Done():
+		return false, fmt.Errorf("%w: %w", errUnchecked, ctx.Err())
+	}
+}
+
+// releaseDone is what follows the release's call, sent at sent, which
+// came back with res or err.
+func (l *Locker) releaseDone(ctx context.Context, lk *Lock, st releaseStep, sent time.Time, res releaseResult, err error) (released bool, _ error) {
 	if err == nil && res.requeueLost && !res.released && time.Now().Before(lk.Deadline()) && !hooks.noReleaseInference {
 		// The first call's reply was lost and the second found the lock gone
 		// or someone else's. The key lives at least until the Lock's
@@ -72,8 +126,8 @@ func (l *Locker) release(ctx context.Context, lk *Lock) (released bool, err erro
 
 	l.mu.Lock()
 	unwanted := ""
-	if q != nil && l.queues[lk.name] == q {
-		unwanted = q.released(lk, requeue, sent, res, err)
+	if q := st.q; q != nil && l.queues[lk.name] == q {
+		unwanted = q.released(lk, st.requeue, sent, res, err)
 		l.tend(q)
 	} else if err == nil && res.granted {
 		unwanted = res.ticket

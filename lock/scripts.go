@@ -92,6 +92,37 @@ func runOnce(ctx context.Context, c redis.UniversalClient, s *script, keys []str
 	return cmd
 }
 
+// runAllOnce is runOnce for len(cmds) calls of s, sent in one pipeline
+// (on a ClusterClient, one per master the keys belong to), so that they
+// cost one round trip: call i has keysOf(i) and argsOf(i), and cmds[i]
+// gets its command. The pipeline is not retried by go-redis (it holds
+// onceCmds); the calls the server did not know the script for (NOSCRIPT:
+// they did not run) are sent again with EVAL, in a second pipeline.
+func runAllOnce(ctx context.Context, c redis.UniversalClient, s *script, cmds []*redis.Cmd, keysOf func(int) []string, argsOf func(int) []any) {
+	run := func(verb, script string, which []int) {
+		pipe := c.Pipeline()
+		for _, i := range which {
+			cmds[i] = evalCmd(ctx, verb, script, keysOf(i), argsOf(i))
+			_ = pipe.Process(ctx, onceCmd{cmds[i]})
+		}
+		_, _ = pipe.Exec(ctx) // each command has its own error
+	}
+	all := make([]int, len(cmds))
+	for i := range all {
+		all[i] = i
+	}
+	run("evalsha", s.Hash(), all)
+	var unknown []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			unknown = append(unknown, i)
+		}
+	}
+	if len(unknown) > 0 {
+		run("eval", s.src, unknown)
+	}
+}
+
 func evalCmd(ctx context.Context, verb, script string, keys []string, args []any) *redis.Cmd {
 	a := make([]any, 0, 3+len(keys)+len(args))
 	a = append(a, verb, script, len(keys))

@@ -73,10 +73,50 @@ func (s *single) contend(ctx context.Context, k keys, ticket string, refresh boo
 	return res, err
 }
 
+// attemptAll is attempt for every lock of ks, each under a new ticket, in
+// one pipeline: one round trip (a ClusterClient sends one pipeline to each
+// master whose slots the keys fall in). Like attempt's, the scripts are
+// never sent twice; one that fails without a reply has its ticket
+// withdrawn, and its error is an undone.
+func (s *single) attemptAll(ctx context.Context, ks []keys) ([]acquireResult, []error) {
+	res, errs := make([]acquireResult, len(ks)), make([]error, len(ks))
+	if len(ks) == 0 {
+		return res, errs
+	}
+	sent := time.Now()
+	tickets := make([]string, len(ks))
+	cmds := make([]*redis.Cmd, len(ks))
+	keysOf := func(i int) []string { return ks[i].forTicket(tickets[i]) }
+	argsOf := func(i int) []any { return s.acquireArgs(ks[i], tickets[i], modeNoQueue) }
+	for i := range ks {
+		tickets[i] = uuid.NewString()
+	}
+	runAllOnce(ctx, s.client, s.scripts.acquire, cmds, keysOf, argsOf)
+	for i, cmd := range cmds {
+		v, err := cmd.Int64Slice()
+		if err == nil {
+			res[i], err = parseAcquire(v, tickets[i], sent)
+			if err == nil {
+				continue
+			}
+		}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		_ = s.withdraw(wctx, ks[i], tickets[i])
+		cancel()
+		errs[i] = undone{err}
+	}
+	return res, errs
+}
+
+// acquireArgs is the acquire script's ARGV.
+func (s *single) acquireArgs(k keys, ticket string, mode acquireMode) []any {
+	return []any{ticket, s.ttlArg, s.idArg, modeArgs[mode], s.leaseArg, k.channelArg, s.fenceTTLArg}
+}
+
 func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquireMode) (acquireResult, error) {
 	sent := time.Now()
 	keys := k.forTicket(ticket)
-	args := []any{ticket, s.ttlArg, s.idArg, modeArgs[mode], s.leaseArg, k.channelArg, s.fenceTTLArg}
+	args := s.acquireArgs(k, ticket, mode)
 	var cmd *redis.Cmd
 	if mode != modeRefresh {
 		// Never sent twice. A registration queues the process under its
@@ -102,6 +142,12 @@ func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquir
 	if err != nil {
 		return acquireResult{}, err
 	}
+	return parseAcquire(v, ticket, sent)
+}
+
+// parseAcquire reads the acquire script's reply to a request for ticket
+// sent at sent.
+func parseAcquire(v []int64, ticket string, sent time.Time) (acquireResult, error) {
 	if len(v) != 3 {
 		return acquireResult{}, fmt.Errorf("lock: acquire script replied %v", v)
 	}
@@ -127,21 +173,59 @@ func (s *single) acquire(ctx context.Context, k keys, ticket string, mode acquir
 // ended: the Locker tells which from the Lock's deadline (Locker.release).
 func (s *single) release(ctx context.Context, k keys, owner, requeue string) (releaseResult, error) {
 	sent := time.Now()
-	keys := k.forTicket(requeue)
-	v, err := runOnce(ctx, s.client, s.scripts.release, keys,
-		owner, s.idArg, requeue, s.ttlArg, s.leaseArg, k.channelArg, burstArg, s.fenceTTLArg,
-	).Slice()
-	lost := err != nil
-	if lost {
-		sent = time.Now()
-		keys = k.forTicket("")
-		v, err = s.scripts.release.Run(ctx, s.client, keys,
-			owner, s.idArg, "", s.ttlArg, s.leaseArg, k.channelArg, burstArg, s.fenceTTLArg,
-		).Slice()
-	}
+	v, err := runOnce(ctx, s.client, s.scripts.release, k.forTicket(requeue), s.releaseArgs(k, owner, requeue)...).Slice()
 	if err != nil {
-		return releaseResult{requeueLost: lost}, err
+		return s.releaseAgain(ctx, k, owner)
 	}
+	return parseRelease(v, requeue, sent, false)
+}
+
+// releaseAll is release for every lock of rs in one pipeline: one round
+// trip. A call that fails without a reply is asked again on its own,
+// without its ticket to queue, as release does.
+func (s *single) releaseAll(ctx context.Context, rs []releaseReq) ([]releaseResult, []error) {
+	res, errs := make([]releaseResult, len(rs)), make([]error, len(rs))
+	if len(rs) == 0 {
+		return res, errs
+	}
+	sent := time.Now()
+	cmds := make([]*redis.Cmd, len(rs))
+	keysOf := func(i int) []string { return rs[i].k.forTicket(rs[i].requeue) }
+	argsOf := func(i int) []any { return s.releaseArgs(rs[i].k, rs[i].owner, rs[i].requeue) }
+	runAllOnce(ctx, s.client, s.scripts.release, cmds, keysOf, argsOf)
+	for i, cmd := range cmds {
+		v, err := cmd.Slice()
+		if err != nil {
+			res[i], errs[i] = s.releaseAgain(ctx, rs[i].k, rs[i].owner)
+			continue
+		}
+		res[i], errs[i] = parseRelease(v, rs[i].requeue, sent, false)
+	}
+	return res, errs
+}
+
+// releaseArgs is the release script's ARGV.
+func (s *single) releaseArgs(k keys, owner, requeue string) []any {
+	return []any{owner, s.idArg, requeue, s.ttlArg, s.leaseArg, k.channelArg, burstArg, s.fenceTTLArg}
+}
+
+// releaseAgain is the release asked again after a call that carried a
+// ticket to queue got no reply: without the ticket, which is safe to
+// repeat (go-redis may retry it). Its result says the ticket's fate is
+// unknown (requeueLost).
+func (s *single) releaseAgain(ctx context.Context, k keys, owner string) (releaseResult, error) {
+	sent := time.Now()
+	v, err := s.scripts.release.Run(ctx, s.client, k.forTicket(""), s.releaseArgs(k, owner, "")...).Slice()
+	if err != nil {
+		return releaseResult{requeueLost: true}, err
+	}
+	return parseRelease(v, "", sent, true)
+}
+
+// parseRelease reads the release script's reply to a release sent at sent
+// that was to queue the process under requeue; lost says that an earlier
+// call carrying a ticket got no reply.
+func parseRelease(v []any, requeue string, sent time.Time, lost bool) (releaseResult, error) {
 	if len(v) != 5 && len(v) != 6 {
 		return releaseResult{requeueLost: lost}, fmt.Errorf("lock: release script replied %v", v)
 	}
