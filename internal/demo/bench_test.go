@@ -79,7 +79,8 @@ func BenchmarkHotProduct(b *testing.B) {
 var benchDatabases = []string{"sqlite", "postgres"}
 
 // benchDesigns are the designs BenchmarkDesigns compares, each with the
-// configuration it is measured in: a new design is a line here.
+// configuration it is measured in, which the other many-product benchmark
+// and test run too: a new design is a line here.
 var benchDesigns = []struct {
 	name string
 	edit func(*app.Config)
@@ -241,7 +242,7 @@ func getTarget(c *benchSite, id int64) vegeta.Targeter {
 	}
 }
 
-func benchRedis(b *testing.B) *redisHandle {
+func benchRedis(b testing.TB) *redisHandle {
 	b.Helper()
 	rds, err := startServer(context.Background())
 	if err != nil {
@@ -260,13 +261,13 @@ type benchSite struct {
 }
 
 // benchCluster starts 2 replicas with the default configuration, edited.
-func benchCluster(b *testing.B, rds *redisHandle, edit func(*app.Config)) *benchSite {
+func benchCluster(b testing.TB, rds *redisHandle, edit func(*app.Config)) *benchSite {
 	b.Helper()
 	return benchClusterOf(b, rds, 2, edit)
 }
 
 // benchClusterOf starts n replicas with the default configuration, edited.
-func benchClusterOf(b *testing.B, rds *redisHandle, n int, edit func(*app.Config)) *benchSite {
+func benchClusterOf(b testing.TB, rds *redisHandle, n int, edit func(*app.Config)) *benchSite {
 	b.Helper()
 	cfg := app.DefaultConfig()
 	cfg.RedisAddr = rds.addr
@@ -286,7 +287,7 @@ func benchClusterOf(b *testing.B, rds *redisHandle, n int, edit func(*app.Config
 
 // close stops the site's replicas and closes the load's connections, once
 // (the cleanup calls it again).
-func (c *benchSite) close(b *testing.B) {
+func (c *benchSite) close(b testing.TB) {
 	c.transport.CloseIdleConnections()
 	if err := c.cluster.Close(); err != nil {
 		b.Errorf("stop the replicas: %v", err)
@@ -294,7 +295,7 @@ func (c *benchSite) close(b *testing.B) {
 }
 
 // benchProduct creates a product with stock through the API.
-func benchProduct(b *testing.B, c *benchSite, stock int64) int64 {
+func benchProduct(b testing.TB, c *benchSite, stock int64) int64 {
 	b.Helper()
 	p, err := apiclient.New(http.DefaultClient, c.urls[0], c.token).CreateProduct(context.Background(), "bench", stock)
 	if err != nil {
