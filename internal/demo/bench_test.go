@@ -341,10 +341,14 @@ func benchClusterOf(b testing.TB, rds *redisHandle, n int, edit func(*app.Config
 	if err != nil {
 		b.Fatal(err)
 	}
-	site := &benchSite{cluster: c, token: cfg.AdminToken,
-		transport: &http.Transport{MaxConnsPerHost: benchConns, MaxIdleConnsPerHost: benchConns}}
+	site := &benchSite{cluster: c, token: cfg.AdminToken, transport: newBenchTransport()}
 	b.Cleanup(func() { site.close(b) })
 	return site
+}
+
+// newBenchTransport is the load's connections: benchConns per replica.
+func newBenchTransport() *http.Transport {
+	return &http.Transport{MaxConnsPerHost: benchConns, MaxIdleConnsPerHost: benchConns}
 }
 
 // close stops the site's replicas and closes the load's connections, once
