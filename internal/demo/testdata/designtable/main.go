@@ -197,6 +197,9 @@ func ratio(vs []float64) string {
 	if !ok {
 		return ""
 	}
+	if s.lo == 1 && s.hi == 1 {
+		return "1" // a row against itself
+	}
 	if len(vs) == 1 {
 		return fmt.Sprintf("%.2f", s.med)
 	}
@@ -216,7 +219,18 @@ func seconds(vs []float64) string {
 	if !ok {
 		return ""
 	}
+	if s.med < 1 {
+		return fmt.Sprintf("%.0f ms", 1000*s.med)
+	}
 	return fmt.Sprintf("%.1f s", s.med)
+}
+
+// products is "1 product", "2,000 products".
+func products(n int) string {
+	if n == 1 {
+		return "1 product"
+	}
+	return thousands(float64(n)) + " products"
 }
 
 // thousands is v rounded, with commas: 12,345.
@@ -231,7 +245,7 @@ func thousands(v float64) string {
 func write(w io.Writer, rows map[key]result) {
 	t := newTable(rows)
 	fmt.Fprintf(w, "Rounds: %d. Medians of the rounds (range); a ratio is the median of the rounds' ratios (range).\n\n", len(t.rounds))
-	fmt.Fprintln(w, "| database | products | design | purchases/s | × redis-counter | × lock | p50 | p99 | sold-out answers/s | sold-out × lock | sold-out p99 | created in |")
+	fmt.Fprintln(w, "| database | products | design | purchases/s | × redis-counter | × lock | p50 | p99 | sold-out answers/s | sold-out × lock | sold-out p99 | products created in |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, db := range t.dbs {
 		for _, n := range t.products {
@@ -267,11 +281,11 @@ func write(w io.Writer, rows map[key]result) {
 			name string
 			vs   []float64
 		}{
-			{fmt.Sprintf("lock / redis-counter, %s products", thousands(float64(most))), t.ratio(lock(most, "purchase"), other(most, "redis-counter"))},
-			{fmt.Sprintf("lock / redis-counter-async, %s products", thousands(float64(most))), t.ratio(lock(most, "purchase"), other(most, "redis-counter-async"))},
-			{fmt.Sprintf("lock / redis-counter, %s product(s)", thousands(float64(fewest))), t.ratio(lock(fewest, "purchase"), other(fewest, "redis-counter"))},
-			{fmt.Sprintf("lock: %s products / %s product(s)", thousands(float64(most)), thousands(float64(fewest))), t.ratio(lock(most, "purchase"), lock(fewest, "purchase"))},
-			{fmt.Sprintf("lock, sold out: %s products / %s product(s)", thousands(float64(most)), thousands(float64(fewest))), t.ratio(lock(most, "sold-out"), lock(fewest, "sold-out"))},
+			{"lock / redis-counter, " + products(most), t.ratio(lock(most, "purchase"), other(most, "redis-counter"))},
+			{"lock / redis-counter-async, " + products(most), t.ratio(lock(most, "purchase"), other(most, "redis-counter-async"))},
+			{"lock / redis-counter, " + products(fewest), t.ratio(lock(fewest, "purchase"), other(fewest, "redis-counter"))},
+			{"lock: " + products(most) + " / " + products(fewest), t.ratio(lock(most, "purchase"), lock(fewest, "purchase"))},
+			{"lock, sold out: " + products(most) + " / " + products(fewest), t.ratio(lock(most, "sold-out"), lock(fewest, "sold-out"))},
 		}
 		for _, l := range lines {
 			fmt.Fprintf(w, "| %s | %s | %s |\n", dbName(db), l.name, ratio(l.vs))
