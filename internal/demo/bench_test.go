@@ -35,7 +35,11 @@ import (
 // sustains at that concurrency. Each reports requests/s and the p50 and
 // p99 latency of the answers it counts. Compare rows of one run only:
 //
-//	go test -run '^$' -bench . -benchtime 5000x -count 3 ./internal/demo
+//	go test -run '^$' -bench 'HotProduct|CostBySize' -benchtime 5000x -count 3 ./internal/demo
+//
+// BenchmarkDesigns repeats its table itself (-design-rounds), and
+// BenchmarkPostgresSale and BenchmarkQuietProducts do their work once per
+// call, whatever b.N: run them with -benchtime 1x, as their docs say.
 
 // benchConns is the load's concurrency: connections in flight, spread
 // round-robin over the replicas.
