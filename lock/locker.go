@@ -313,6 +313,30 @@ func (l *Locker) tend(q *queue) {
 	}
 }
 
+// Names reports how many lock names this Locker keeps state for in
+// memory: names held, awaited or queued for by this process, still being
+// withdrawn, or whose grants it is subscribed to. The state of a name is
+// forgotten when the process is done with it, so Names falls back to 0
+// whenever nothing is held or awaited, however many names were locked: a
+// count that stays above 0 then is state left behind.
+func (l *Locker) Names() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	names := make(map[string]bool, len(l.queues))
+	for name := range l.queues {
+		names[name] = true
+	}
+	for _, s := range l.subs {
+		if s == nil {
+			continue
+		}
+		for _, sc := range s.channels {
+			names[sc.q.name] = true
+		}
+	}
+	return len(names)
+}
+
 // leaseEnded is told by a Lock that lost its lease: it no longer keeps this
 // process's other waiters from contending, and its run is over.
 func (l *Locker) leaseEnded(lk *Lock, cause error) {

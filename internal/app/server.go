@@ -31,7 +31,8 @@ const redisDialTimeout = 3 * time.Second
 // one SQLite file), since nothing is global.
 type Server struct {
 	cfg     Config
-	writer  *orderWriter // nil unless Design is redis-counter-async
+	writer  *orderWriter     // nil unless Design is redis-counter-async
+	locked  *seckill.Service // the lock design's service; nil in the other designs
 	log     *slog.Logger
 	store   *store.Store
 	redis   []redis.UniversalClient // one per Redis master of the lock; none unless Lock is redis
@@ -80,6 +81,7 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 	}
 	s.store = st
 	svc := s.newDesign(locker, countingStore{Store: st, placed: s.dash.OrdersPlaced})
+	s.locked, _ = svc.(*seckill.Service)
 	// The dashboard's timeline is shared through the service's Redis (the
 	// first master under Redlock); the configurations without Redis keep
 	// it per replica. It reads the products through the design, whose
@@ -235,6 +237,32 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // Metrics is the server's counters.
 func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
+
+// Resident is what a replica keeps in memory per product or lock name,
+// counted: state that a sale leaves behind in a long-running replica
+// shows as a count above 0 when no request is in flight.
+type Resident struct {
+	// Queues is the products with a queue in the lock design's service
+	// (seckill.Service.Queues): 0 in the other designs, which keep none.
+	Queues int
+	// LockNames is the lock names the Redis Locker keeps state for
+	// (lock.Locker.Names): 0 without one.
+	LockNames int
+}
+
+// Resident counts what this replica keeps in memory per product or lock
+// name now: a check that a quiet replica keeps nothing of the products it
+// sold.
+func (s *Server) Resident() Resident {
+	var r Resident
+	if s.locked != nil {
+		r.Queues = s.locked.Queues()
+	}
+	if s.locker != nil {
+		r.LockNames = s.locker.Names()
+	}
+	return r
+}
 
 // Serve answers requests on ln until ctx ends, then shuts down gracefully:
 // it stops accepting, and waits up to the shutdown timeout for in-flight

@@ -7,9 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +25,7 @@ import (
 	"github.com/seckill-ref/seckill/internal/seckill"
 	"github.com/seckill-ref/seckill/internal/testinfra/pgproc"
 	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
+	"github.com/seckill-ref/seckill/loadtest"
 )
 
 // The service benchmarks run replicas in this process, as the demo does,
@@ -31,7 +35,11 @@ import (
 // sustains at that concurrency. Each reports requests/s and the p50 and
 // p99 latency of the answers it counts. Compare rows of one run only:
 //
-//	go test -run '^$' -bench . -benchtime 5000x -count 3 ./internal/demo
+//	go test -run '^$' -bench 'HotProduct|CostBySize' -benchtime 5000x -count 3 ./internal/demo
+//
+// BenchmarkDesigns repeats its table itself (-design-rounds), and
+// BenchmarkPostgresSale and BenchmarkQuietProducts do their work once per
+// call, whatever b.N: run them with -benchtime 1x, as their docs say.
 
 // benchConns is the load's concurrency: connections in flight, spread
 // round-robin over the replicas.
@@ -79,7 +87,8 @@ func BenchmarkHotProduct(b *testing.B) {
 var benchDatabases = []string{"sqlite", "postgres"}
 
 // benchDesigns are the designs BenchmarkDesigns compares, each with the
-// configuration it is measured in: a new design is a line here.
+// configuration it is measured in, which the other many-product benchmark
+// and test run too: a new design is a line here.
 var benchDesigns = []struct {
 	name string
 	edit func(*app.Config)
@@ -92,45 +101,83 @@ var benchDesigns = []struct {
 	{"redis-counter-async", func(cfg *app.Config) { cfg.Design = app.DesignCounterAsync }},
 }
 
-// benchRounds is how many times BenchmarkDesigns runs its whole table.
-// (go test's -count would repeat each row at once, not interleave them.)
-var benchRounds = flag.Int("design-rounds", 3, "BenchmarkDesigns: rounds of the whole table, interleaved in time")
+// BenchmarkDesigns' flags. (go test's -count would repeat each row at
+// once, not interleave them.)
+var (
+	benchRounds   = flag.Int("design-rounds", 3, "BenchmarkDesigns: rounds of the whole table, interleaved in time")
+	benchSkew     = flag.String("bench-skew", "pow:3", "BenchmarkDesigns: how the purchases spread over the products: uniform, zipf:S or pow:K")
+	benchProducts = flag.String("design-products", "1,64,2000", "BenchmarkDesigns: the numbers of products on sale, comma-separated")
+)
 
-// BenchmarkDesigns is every design on one hot product, on SQLite and on
-// PostgreSQL, 2 replicas in this process, one redis-server: purchases/s
-// and the latency of the 201s on a product that does not sell out (every
-// request a new buyer), then sold-out answers/s and their latency on a
-// product with no stock. The whole table runs -design-rounds times, each
-// row on new replicas and a new database, so that a busy moment of the
-// shared machine falls on every design alike; compare rows of one run:
+// BenchmarkDesigns is every design selling many products at once, on
+// SQLite and on PostgreSQL, 2 replicas in this process, one redis-server:
+// for each number of products (-design-products), purchases/s and the
+// latency of the 201s, each request a new buyer of a product drawn with
+// the skew (-bench-skew; the default, pow:3, draws product floor(n*u^3)
+// for u uniform in [0, 1), so with 2,000 products the hottest gets 8% of
+// the demand and the first 250 half of it), every product with
+// seckill.MaxStock so that none sells out; then sold-out answers/s and
+// their latency, the same way over as many products with no stock. The
+// products are created through the API, 64 at a time, before the timed
+// part; create-s, on the purchase rows, is how long that took for both
+// sets. The skew is printed as a configuration line. The whole table runs
+// -design-rounds times, each row on new replicas and a new database, so
+// that a busy moment of the shared machine falls on every design alike;
+// compare rows of one run, and ratios within one round:
 //
-//	go test -run '^$' -bench Designs -benchtime 5000x ./internal/demo -design-rounds 3
+//	go test -run '^$' -bench Designs -benchtime 5000x -timeout 60m ./internal/demo -design-rounds 3 | tee designs.txt
+//	go run ./internal/demo/testdata/designtable designs.txt
+//
+// designtable turns the output into the table of bench/README.md: the
+// medians of the rounds, each design's ratio to redis-counter and to lock
+// of the same round, and the ratios the lock design is measured by.
 //
 // The async design's 201 comes before its order is written: its rate is
 // of answers, and its orders trail them (written by the replicas' writers
-// at their own rate, not measured here).
+// at their own rate, not measured here). The counter designs build a
+// product's counter from the database on its first use, inside the timed
+// part for the products the warm-up (one request per connection) did not
+// draw.
 func BenchmarkDesigns(b *testing.B) {
+	skew, err := loadtest.ParseSkew(*benchSkew)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var counts []int
+	for _, f := range strings.Split(*benchProducts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("-design-products %q: want positive numbers separated by commas", *benchProducts)
+		}
+		counts = append(counts, n)
+	}
+	// A configuration line, as goos: and cpu: are.
+	fmt.Printf("skew: %v\n", skew)
 	rds := benchRedis(b)
 	pg := pgtest.Start(b, pgproc.Options{Durable: true, Settings: map[string]string{"synchronous_commit": "off"}})
 	for round := 1; round <= *benchRounds; round++ {
 		for _, db := range benchDatabases {
-			for _, d := range benchDesigns {
-				c := benchCluster(b, rds, func(cfg *app.Config) {
-					d.edit(cfg)
-					if db == "postgres" {
-						cfg.Database = pgtest.NewDatabase(b, pg)
-					}
-				})
-				hot, soldOut := benchProduct(b, c, seckill.MaxStock), benchProduct(b, c, 0)
-				name := fmt.Sprintf("round=%d/db=%s/design=%s", round, db, d.name)
-				b.Run(name+"/purchase", func(b *testing.B) {
-					closedLoop(b, c, purchaseTarget(c, hot), http.StatusCreated)
-				})
-				b.Run(name+"/sold-out", func(b *testing.B) {
-					closedLoop(b, c, purchaseTarget(c, soldOut), http.StatusConflict)
-				})
-				// Only one design loads the machine at a time.
-				c.close(b)
+			for _, n := range counts {
+				for _, d := range benchDesigns {
+					c := benchCluster(b, rds, func(cfg *app.Config) {
+						d.edit(cfg)
+						if db == "postgres" {
+							cfg.Database = pgtest.NewDatabase(b, pg)
+						}
+					})
+					name := fmt.Sprintf("round=%d/db=%s/products=%d/design=%s", round, db, n, d.name)
+					open, took := createProducts(b, c, n, seckill.MaxStock)
+					soldOut, took2 := createProducts(b, c, n, 0)
+					b.Run(name+"/purchase", func(b *testing.B) {
+						closedLoop(b, c, skewedTarget(c, open, skew), http.StatusCreated)
+						b.ReportMetric((took + took2).Seconds(), "create-s")
+					})
+					b.Run(name+"/sold-out", func(b *testing.B) {
+						closedLoop(b, c, skewedTarget(c, soldOut, skew), http.StatusConflict)
+					})
+					// Only one design loads the machine at a time.
+					c.close(b)
+				}
 			}
 		}
 	}
@@ -231,6 +278,26 @@ func purchaseTarget(c *benchSite, id int64) vegeta.Targeter {
 	}
 }
 
+// skewedTarget is purchaseTarget over the products ids, each request for
+// a product drawn with skew (ids[0] the hottest), from a fixed seed.
+func skewedTarget(c *benchSite, ids []int64, skew loadtest.Skew) vegeta.Targeter {
+	var n atomic.Uint64
+	var mu sync.Mutex // the picker is not safe for concurrent use
+	pick := skew.Picker(len(ids), mrand.New(mrand.NewPCG(1, 2)))
+	header := http.Header{"Content-Type": []string{"application/json"}}
+	return func(t *vegeta.Target) error {
+		i := n.Add(1)
+		mu.Lock()
+		id := ids[pick()]
+		mu.Unlock()
+		t.Method = http.MethodPost
+		t.URL = c.urls[i%uint64(len(c.urls))] + "/api/v1/products/" + strconv.FormatInt(id, 10) + "/purchase"
+		t.Body = []byte(`{"user_id":"bench-` + strconv.FormatInt(benchUser.Add(1), 10) + `"}`)
+		t.Header = header
+		return nil
+	}
+}
+
 func getTarget(c *benchSite, id int64) vegeta.Targeter {
 	var n atomic.Uint64
 	return func(t *vegeta.Target) error {
@@ -241,7 +308,7 @@ func getTarget(c *benchSite, id int64) vegeta.Targeter {
 	}
 }
 
-func benchRedis(b *testing.B) *redisHandle {
+func benchRedis(b testing.TB) *redisHandle {
 	b.Helper()
 	rds, err := startServer(context.Background())
 	if err != nil {
@@ -260,13 +327,13 @@ type benchSite struct {
 }
 
 // benchCluster starts 2 replicas with the default configuration, edited.
-func benchCluster(b *testing.B, rds *redisHandle, edit func(*app.Config)) *benchSite {
+func benchCluster(b testing.TB, rds *redisHandle, edit func(*app.Config)) *benchSite {
 	b.Helper()
 	return benchClusterOf(b, rds, 2, edit)
 }
 
 // benchClusterOf starts n replicas with the default configuration, edited.
-func benchClusterOf(b *testing.B, rds *redisHandle, n int, edit func(*app.Config)) *benchSite {
+func benchClusterOf(b testing.TB, rds *redisHandle, n int, edit func(*app.Config)) *benchSite {
 	b.Helper()
 	cfg := app.DefaultConfig()
 	cfg.RedisAddr = rds.addr
@@ -278,15 +345,19 @@ func benchClusterOf(b *testing.B, rds *redisHandle, n int, edit func(*app.Config
 	if err != nil {
 		b.Fatal(err)
 	}
-	site := &benchSite{cluster: c, token: cfg.AdminToken,
-		transport: &http.Transport{MaxConnsPerHost: benchConns, MaxIdleConnsPerHost: benchConns}}
+	site := &benchSite{cluster: c, token: cfg.AdminToken, transport: newBenchTransport()}
 	b.Cleanup(func() { site.close(b) })
 	return site
 }
 
+// newBenchTransport is the load's connections: benchConns per replica.
+func newBenchTransport() *http.Transport {
+	return &http.Transport{MaxConnsPerHost: benchConns, MaxIdleConnsPerHost: benchConns}
+}
+
 // close stops the site's replicas and closes the load's connections, once
 // (the cleanup calls it again).
-func (c *benchSite) close(b *testing.B) {
+func (c *benchSite) close(b testing.TB) {
 	c.transport.CloseIdleConnections()
 	if err := c.cluster.Close(); err != nil {
 		b.Errorf("stop the replicas: %v", err)
@@ -294,7 +365,7 @@ func (c *benchSite) close(b *testing.B) {
 }
 
 // benchProduct creates a product with stock through the API.
-func benchProduct(b *testing.B, c *benchSite, stock int64) int64 {
+func benchProduct(b testing.TB, c *benchSite, stock int64) int64 {
 	b.Helper()
 	p, err := apiclient.New(http.DefaultClient, c.urls[0], c.token).CreateProduct(context.Background(), "bench", stock)
 	if err != nil {

@@ -25,14 +25,18 @@ import (
 // serveEnv, set in a child of this test binary, makes it a replica: the
 // demo's replica command here (replica), as the seckill binary's serve is
 // there.
-const serveEnv = "SECKILL_DEMO_TEST_SERVE"
+const serveEnv = demo.ServeEnv
 
 // TestMain runs a replica when started as one, and otherwise the tests,
 // checking that none leaves a goroutine behind: the replicas' servers, the
 // Redis clients, the embedded Redis and its clock must all have stopped
-// when the demo returns.
+// when the demo returns. A replica started with demo.HeapDirEnv reports
+// its heap on SIGUSR1 (BenchmarkQuietProducts reads it).
 func TestMain(m *testing.M) {
 	if os.Getenv(serveEnv) != "" {
+		if dir := os.Getenv(demo.HeapDirEnv); dir != "" {
+			demo.ReportHeapOnSignal(dir)
+		}
 		if err := app.Main(context.Background(), nil, os.Getenv, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

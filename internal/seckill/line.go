@@ -192,6 +192,14 @@ func (l *line[C, R]) waiting(productID int64) int {
 	return 0
 }
 
+// products is how many products have a queue in l: those with calls
+// queued, led or at work.
+func (l *line[C, R]) products() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.queues)
+}
+
 func (q *queue[C]) remove(c C) {
 	for i, w := range q.waiting {
 		if w == c {

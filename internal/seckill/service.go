@@ -176,3 +176,11 @@ func (s *Service) Ready(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Queues reports how many products this Service keeps a queue for in
+// memory: products with purchases waiting for or in a batch, or buyers
+// waiting for a shared read. A product's queue is forgotten when its last
+// call is served, so Queues falls back to 0 whenever no request is in
+// flight, however many products were sold: a count that stays above 0
+// then is state left behind.
+func (s *Service) Queues() int { return s.batch.products() + s.reads.products() }
