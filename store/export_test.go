@@ -100,9 +100,20 @@ type Lookup struct {
 // whether buyers have an order, as the server gets them.
 var BuyerLookups = []Lookup{
 	{"ProductAndBuyers", pgProductAndBuyers, func(id int64, users []string) []any { return []any{id, users} }},
+	{"ProductsAndBuyers, ClaimAndReadAll's read", pgProductsAndBuyers, func(id int64, users []string) []any {
+		ids := make([]int64, len(users))
+		for i := range ids {
+			ids[i] = id
+		}
+		return []any{ids, users, []int64{id}}
+	}},
 	{"ClaimAndRead's buyers", pgBuyers, func(id int64, users []string) []any { return []any{id, users} }},
 	{"HasOrder", numbered(hasOrderSQL), func(id int64, users []string) []any { return []any{id, users[0]} }},
 }
+
+// SQLiteBuyersOf is the statement with which the store asks SQLite
+// whether the buyers of n (product, user) pairs have an order.
+func SQLiteBuyersOf(n int) string { return sqliteBuyersOf(n) }
 
 // numbered replaces the ? placeholders of query by $1, $2, ..., as GORM
 // does for PostgreSQL.

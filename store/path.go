@@ -27,6 +27,11 @@ type purchasePath interface {
 	claimAndRead(ctx context.Context, productID, token int64, userIDs []string) (*seckill.Product, map[string]bool, error)
 	// placeOrders is PlaceOrders.
 	placeOrders(ctx context.Context, productID, token, newStock int64, orders []*seckill.Order) error
+	// productsAndBuyers, claimAndReadAll and placeOrdersAll are
+	// ProductsAndBuyers, ClaimAndReadAll and PlaceOrdersAll (all.go).
+	productsAndBuyers(ctx context.Context, want []seckill.BuyersOf) (map[int64]*seckill.Product, map[int64]map[string]bool, error)
+	claimAndReadAll(ctx context.Context, claims []seckill.Claim) ([]seckill.Claimed, error)
+	placeOrdersAll(ctx context.Context, ps []seckill.Placement) ([]error, error)
 }
 
 // gormPath is the purchase's statements through GORM, one at a time.

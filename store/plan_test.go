@@ -131,6 +131,12 @@ func explain(t *testing.T, conn *pgx.Conn, l store.Lookup, mode string, productI
 				quoted[i] = quote(s)
 			}
 			literals = append(literals, "ARRAY["+strings.Join(quoted, ", ")+"]::text[]")
+		case []int64:
+			ids := make([]string, len(a))
+			for i, v := range a {
+				ids[i] = fmt.Sprint(v)
+			}
+			literals = append(literals, "ARRAY["+strings.Join(ids, ", ")+"]::bigint[]")
 		default:
 			t.Fatalf("%s: an argument of type %T", l.Name, a)
 		}

@@ -24,6 +24,10 @@ type Store interface {
 	// find had no order when the product was read (orders are never
 	// deleted). The fast path of step 2.
 	ProductAndBuyers(ctx context.Context, productID int64, userIDs []string) (*Product, map[string]bool, error)
+	// ProductsAndBuyers is ProductAndBuyers for several products at once,
+	// in one round trip: the shared reads of the buyers of any products
+	// (reads.go). A product that does not exist is missing from products.
+	ProductsAndBuyers(ctx context.Context, want []BuyersOf) (products map[int64]*Product, bought map[int64]map[string]bool, err error)
 	// Orders returns a page of a product's orders, oldest first.
 	Orders(ctx context.Context, productID int64, q OrderQuery) (*OrderList, error)
 
@@ -41,6 +45,19 @@ type Store interface {
 	// nothing and returns ErrFenceRejected (step 6). It sets the orders'
 	// ids.
 	PlaceOrders(ctx context.Context, productID, token, newStock int64, orders []*Order) error
+	// ClaimAndReadAll is ClaimAndRead for several products at once, in
+	// one round trip, each claim with its own token: the group commit
+	// across products (commit.go). A refused claim is that product's
+	// alone (its Claimed.Err matches ErrFenceRejected, and nothing of it
+	// is read); err is a failure of the whole call.
+	ClaimAndReadAll(ctx context.Context, claims []Claim) ([]Claimed, error)
+	// PlaceOrdersAll is PlaceOrders for several products in one
+	// transaction: each product's write happens only while its fence
+	// equals its token. A product whose fence moved on writes nothing
+	// (its error matches ErrFenceRejected) and the others are written all
+	// the same; err is a failure of the whole transaction, which then
+	// writes nothing.
+	PlaceOrdersAll(ctx context.Context, ps []Placement) (refused []error, err error)
 	// SetStockFenced, in one transaction, sets the product's stock while
 	// its fence equals token and returns the product as that write left
 	// it; otherwise it writes nothing and returns ErrFenceRejected (a
@@ -49,6 +66,34 @@ type Store interface {
 
 	// Ping reports whether the database answers, for readiness.
 	Ping(ctx context.Context) error
+}
+
+// BuyersOf is a product and the users whose orders for it a read looks up.
+type BuyersOf struct {
+	ProductID int64
+	UserIDs   []string
+}
+
+// Claim is one product of a ClaimAndReadAll: the token of its lock, and
+// the users whose orders for it to read after the claim.
+type Claim struct {
+	ProductID, Token int64
+	UserIDs          []string
+}
+
+// Claimed is what one claim of a ClaimAndReadAll read: the product and
+// which of the users have an order for it, or why the claim was refused.
+type Claimed struct {
+	Product *Product
+	Bought  map[string]bool
+	Err     error
+}
+
+// Placement is one product's write of a PlaceOrdersAll: its stock after
+// the orders, and the orders, under its lock's token.
+type Placement struct {
+	ProductID, Token, NewStock int64
+	Orders                     []*Order
 }
 
 // UnfencedStore is the write path of the unfenced modes (Options.Unfenced)

@@ -1,0 +1,434 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/gorm"
+
+	"github.com/seckill-ref/seckill/internal/seckill"
+)
+
+// The statements of several products at once: the shared read of the
+// buyers of any products, and the group commit across products (package
+// seckill's commit.go), which claims the fences of every product of a
+// round and reads them in one call, and writes all their orders in one
+// transaction. Each product keeps the conditions of its own statements
+// (fence.go): a claim only above the fence, a write only while the fence
+// holds the writer's token. What one product's fence refuses is that
+// product's alone.
+//
+// Two transactions that lock the same rows in different orders can
+// deadlock on PostgreSQL. Two holders of one product's lock at once (one
+// whose lease ran out) is what the fence is for, so two rounds can meet on
+// the same rows: every statement here that locks several rows locks them
+// in the order of their ids.
+
+// maxBindRows bounds the rows of values one SQLite statement takes (2 to 5
+// values each), under SQLite's limit of 32,766 bound values.
+const maxBindRows = 1000
+
+// ProductsAndBuyers reads the products of want and, for each, which of
+// its users have an order for it: ProductAndBuyers for several products,
+// in one round trip. A product that does not exist is missing from
+// products. The products are read no later than the buyers.
+func (s *Store) ProductsAndBuyers(ctx context.Context, want []seckill.BuyersOf) (map[int64]*seckill.Product, map[int64]map[string]bool, error) {
+	return s.path.productsAndBuyers(ctx, want)
+}
+
+// ClaimAndReadAll claims each product's fence with its token, as
+// ClaimFence does, and then reads the products claimed and, for each,
+// which of its users have an order for it, after every claim: the claims
+// and the reads of a round of the group commit, in one transaction on
+// SQLite and one round trip on PostgreSQL. A refused claim (a token not
+// above the product's fence) gives that product an error matching
+// seckill.ErrFenceRejected and nothing read; err is a failure of the call.
+func (s *Store) ClaimAndReadAll(ctx context.Context, claims []seckill.Claim) ([]seckill.Claimed, error) {
+	return s.path.claimAndReadAll(ctx, claims)
+}
+
+// PlaceOrdersAll writes each placement, as PlaceOrders does, all in one
+// transaction: the product's stock and sold, only while its fence holds
+// the placement's token, then its orders, only if that write matched. A
+// product whose fence moved on writes nothing and gets an error matching
+// seckill.ErrFenceRejected in refused; the others are written. err is a
+// failure of the transaction, which then writes nothing (a duplicate
+// order among them matches seckill.ErrAlreadyPurchased). It sets the
+// orders' ids.
+func (s *Store) PlaceOrdersAll(ctx context.Context, ps []seckill.Placement) (refused []error, err error) {
+	for _, p := range ps {
+		if len(p.Orders) == 0 {
+			return nil, errNoOrders
+		}
+	}
+	return s.path.placeOrdersAll(ctx, ps)
+}
+
+// byProductID returns the indices of items sorted by their product ids.
+func byProductID[T any](items []T, id func(T) int64) []int {
+	order := make([]int, len(items))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(id(items[a]), id(items[b])) })
+	return order
+}
+
+// pairs flattens want into parallel slices of product ids and users.
+func pairs(want []seckill.BuyersOf) (ids []int64, users []string) {
+	for _, w := range want {
+		for _, u := range w.UserIDs {
+			ids = append(ids, w.ProductID)
+			users = append(users, u)
+		}
+	}
+	return ids, users
+}
+
+// productIDs lists the distinct product ids of want.
+func productIDs(want []seckill.BuyersOf) []int64 {
+	ids := make([]int64, 0, len(want))
+	for _, w := range want {
+		if !slices.Contains(ids, w.ProductID) {
+			ids = append(ids, w.ProductID)
+		}
+	}
+	return ids
+}
+
+// ---- SQLite, through GORM ----
+
+func (g gormPath) productsAndBuyers(ctx context.Context, want []seckill.BuyersOf) (map[int64]*seckill.Product, map[int64]map[string]bool, error) {
+	products, bought, err := readAll(g.db.WithContext(ctx), want)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: %d products and their buyers: %w", len(want), err)
+	}
+	return products, bought, nil
+}
+
+// readAll reads the products of want, then their buyers, on db.
+func readAll(db *gorm.DB, want []seckill.BuyersOf) (map[int64]*seckill.Product, map[int64]map[string]bool, error) {
+	var rows []productRow
+	if err := db.Where("id IN ?", productIDs(want)).Find(&rows).Error; err != nil {
+		return nil, nil, err
+	}
+	products := make(map[int64]*seckill.Product, len(rows))
+	for _, r := range rows {
+		products[r.ID] = r.product()
+	}
+	bought := make(map[int64]map[string]bool, len(want))
+	ids, users := pairs(want)
+	for from := 0; from < len(ids); from += maxBindRows {
+		to := min(from+maxBindRows, len(ids))
+		args := make([]any, 0, 2*(to-from))
+		for i := from; i < to; i++ {
+			args = append(args, ids[i], users[i])
+		}
+		var found []struct {
+			ProductID int64
+			UserID    string
+		}
+		if err := db.Raw(sqliteBuyersOf(to-from), args...).Scan(&found).Error; err != nil {
+			return nil, nil, err
+		}
+		for _, f := range found {
+			if bought[f.ProductID] == nil {
+				bought[f.ProductID] = map[string]bool{}
+			}
+			bought[f.ProductID][f.UserID] = true
+		}
+	}
+	return products, bought, nil
+}
+
+// sqliteBuyersOf is the lookup of n (product, user) pairs on SQLite:
+// the pairs as a table joined to orders, so that each is one probe of the
+// (product_id, user_id) index whatever the product has sold. (A row value
+// IN a list of pairs is planned as a scan of that index from end to end.)
+func sqliteBuyersOf(n int) string {
+	return "WITH w(product_id, user_id) AS (VALUES " + strings.TrimSuffix(strings.Repeat("(?, ?), ", n), ", ") + ")" +
+		" SELECT o.product_id, o.user_id FROM w JOIN orders o ON o.product_id = w.product_id AND o.user_id = w.user_id"
+}
+
+func (g gormPath) claimAndReadAll(ctx context.Context, claims []seckill.Claim) ([]seckill.Claimed, error) {
+	out := make([]seckill.Claimed, len(claims))
+	// One (immediate) transaction: it holds the file's write lock from the
+	// claims to the reads, so the reads see every write the claims
+	// followed, and nothing else.
+	err := g.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var want []seckill.BuyersOf
+		for _, i := range byProductID(claims, func(c seckill.Claim) int64 { return c.ProductID }) {
+			c := claims[i]
+			res := tx.Exec(claimFence, c.Token, c.ProductID, c.Token)
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				out[i].Err = fmt.Errorf("store: claim fence %d of product %d: %w", c.Token, c.ProductID, seckill.ErrFenceRejected)
+				continue
+			}
+			want = append(want, seckill.BuyersOf{ProductID: c.ProductID, UserIDs: c.UserIDs})
+		}
+		if len(want) == 0 {
+			return nil
+		}
+		products, bought, err := readAll(tx, want)
+		if err != nil {
+			return err
+		}
+		return fillClaimed(out, claims, products, bought)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: claim the fences of %d products and read them: %w", len(claims), err)
+	}
+	return out, nil
+}
+
+// fillClaimed gives each claim that was not refused what was read of its
+// product.
+func fillClaimed(out []seckill.Claimed, claims []seckill.Claim, products map[int64]*seckill.Product, bought map[int64]map[string]bool) error {
+	for i, c := range claims {
+		if out[i].Err != nil {
+			continue
+		}
+		p := products[c.ProductID]
+		if p == nil {
+			return fmt.Errorf("product %d claimed but not read", c.ProductID)
+		}
+		pc := *p
+		out[i] = seckill.Claimed{Product: &pc, Bought: bought[c.ProductID]}
+		if out[i].Bought == nil {
+			out[i].Bought = map[string]bool{}
+		}
+	}
+	return nil
+}
+
+func (g gormPath) placeOrdersAll(ctx context.Context, ps []seckill.Placement) ([]error, error) {
+	refused := make([]error, len(ps))
+	err := g.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var orders []*seckill.Order
+		for _, i := range byProductID(ps, func(p seckill.Placement) int64 { return p.ProductID }) {
+			p := ps[i]
+			res := tx.Exec(placeFenced, p.NewStock, len(p.Orders), p.ProductID, p.Token)
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				refused[i] = fmt.Errorf("store: place %d order(s) for product %d under fence %d: %w", len(p.Orders), p.ProductID, p.Token, seckill.ErrFenceRejected)
+				continue
+			}
+			orders = append(orders, p.Orders...)
+		}
+		for from := 0; from < len(orders); from += maxBindRows {
+			if err := insertOrders(tx, orders[from:min(from+maxBindRows, len(orders))]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: place the orders of %d products: %w", len(ps), err)
+	}
+	return refused, nil
+}
+
+// ---- PostgreSQL, through pgx ----
+
+// pgProductsAndBuyers reads products and, with each, the buyers found
+// among the (product, user) pairs asked for: one statement, one snapshot.
+// Each pair is one probe of the unique (product_id, user_id) index, as in
+// pgBuyers.
+const pgProductsAndBuyers = `WITH w AS (
+		SELECT * FROM unnest($1::bigint[], $2::text[]) AS w(product_id, user_id)
+	), found AS (
+		SELECT w.product_id, w.user_id FROM w
+		CROSS JOIN LATERAL (SELECT 1 FROM orders WHERE product_id = w.product_id AND user_id = w.user_id LIMIT 1) AS o
+	)
+	SELECT p.id, p.name, p.stock, p.sold, p.fence, ARRAY(SELECT f.user_id FROM found f WHERE f.product_id = p.id)
+	FROM products p WHERE p.id = ANY($3::bigint[])`
+
+// pgInsertFenced inserts the orders of the products whose fence still
+// holds the order's token (each order carries its holder's token): after
+// the product updates of the same transaction, a product that matched is
+// locked with that fence, and one that did not has moved on for good.
+const pgInsertFenced = `INSERT INTO orders (product_id, user_id, fence, created_at)
+	SELECT o.product_id, o.user_id, o.fence, o.created_at
+	FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS o(product_id, user_id, fence, created_at, n)
+	WHERE EXISTS (SELECT 1 FROM products p WHERE p.id = o.product_id AND p.fence = o.fence)
+	ORDER BY o.n
+	RETURNING id, product_id, user_id`
+
+func (p pgxPath) productsAndBuyers(ctx context.Context, want []seckill.BuyersOf) (products map[int64]*seckill.Product, bought map[int64]map[string]bool, err error) {
+	err = p.conn(ctx, func(c *pgx.Conn) error {
+		ids, users := pairs(want)
+		rows, err := c.Query(ctx, pgProductsAndBuyers, ids, users, productIDs(want))
+		if err != nil {
+			return err
+		}
+		products, bought, err = scanProductsAndBuyers(rows)
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: %d products and their buyers: %w", len(want), err)
+	}
+	return products, bought, nil
+}
+
+// scanProductsAndBuyers reads the rows of pgProductsAndBuyers.
+func scanProductsAndBuyers(rows pgx.Rows) (map[int64]*seckill.Product, map[int64]map[string]bool, error) {
+	products := map[int64]*seckill.Product{}
+	bought := map[int64]map[string]bool{}
+	var pr seckill.Product
+	var found []string
+	_, err := pgx.ForEachRow(rows, []any{&pr.ID, &pr.Name, &pr.Stock, &pr.Sold, &pr.Fence, &found}, func() error {
+		pc := pr
+		products[pr.ID] = &pc
+		bought[pr.ID] = boughtSet(found)
+		return nil
+	})
+	return products, bought, err
+}
+
+func (p pgxPath) claimAndReadAll(ctx context.Context, claims []seckill.Claim) (out []seckill.Claimed, err error) {
+	err = p.conn(ctx, func(c *pgx.Conn) error {
+		out, err = pgClaimAndReadAll(ctx, c, claims)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: claim the fences of %d products and read them: %w", len(claims), err)
+	}
+	return out, nil
+}
+
+// pgClaimAndReadAll sends the claims, by product id, and the read of
+// every product after them in one batch: one round trip, and one
+// transaction (the protocol's implicit one), whose claims' row locks end
+// with it. The read is a statement of its own, so its snapshot is taken
+// after every claim has run (see pgClaimAndRead).
+func pgClaimAndReadAll(ctx context.Context, q pgxQuerier, claims []seckill.Claim) (out []seckill.Claimed, err error) {
+	order := byProductID(claims, func(c seckill.Claim) int64 { return c.ProductID })
+	want := make([]seckill.BuyersOf, len(claims))
+	b := &pgx.Batch{}
+	for _, i := range order {
+		b.Queue(pgClaim, claims[i].ProductID, claims[i].Token)
+	}
+	for i, c := range claims {
+		want[i] = seckill.BuyersOf{ProductID: c.ProductID, UserIDs: c.UserIDs}
+	}
+	ids, users := pairs(want)
+	b.Queue(pgProductsAndBuyers, ids, users, productIDs(want))
+	br := q.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			out, err = nil, cerr
+		}
+	}()
+	out = make([]seckill.Claimed, len(claims))
+	for _, i := range order {
+		tag, err := br.Exec()
+		if err != nil {
+			return nil, err
+		}
+		if tag.RowsAffected() == 0 {
+			out[i].Err = fmt.Errorf("store: claim fence %d of product %d: %w", claims[i].Token, claims[i].ProductID, seckill.ErrFenceRejected)
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	products, bought, err := scanProductsAndBuyers(rows)
+	if err != nil {
+		return nil, err
+	}
+	return out, fillClaimed(out, claims, products, bought)
+}
+
+func (p pgxPath) placeOrdersAll(ctx context.Context, ps []seckill.Placement) (refused []error, err error) {
+	err = p.conn(ctx, func(c *pgx.Conn) error {
+		refused, err = pgPlaceOrdersAll(ctx, c, ps)
+		return err
+	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+		err = fmt.Errorf("%w: %w", seckill.ErrAlreadyPurchased, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: place the orders of %d products: %w", len(ps), err)
+	}
+	return refused, nil
+}
+
+// pgPlaceOrdersAll sends the products' fenced updates, by product id, and
+// the insert of the orders whose fence held, in one batch: one round trip
+// and one transaction, which commits with the batch's end.
+func pgPlaceOrdersAll(ctx context.Context, q pgxQuerier, ps []seckill.Placement) (refused []error, err error) {
+	order := byProductID(ps, func(p seckill.Placement) int64 { return p.ProductID })
+	b := &pgx.Batch{}
+	var products, fences []int64
+	var users []string
+	var created []time.Time
+	for _, i := range order {
+		p := ps[i]
+		b.Queue(pgPlaceProduct, p.ProductID, p.Token, p.NewStock, len(p.Orders))
+		for _, o := range p.Orders {
+			products, users, fences, created = append(products, p.ProductID), append(users, o.UserID), append(fences, p.Token), append(created, o.CreatedAt)
+		}
+	}
+	b.Queue(pgInsertFenced, products, users, fences, created)
+	br := q.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			refused, err = nil, cerr
+		}
+	}()
+	refused = make([]error, len(ps))
+	for _, i := range order {
+		tag, err := br.Exec()
+		if err != nil {
+			return nil, err
+		}
+		if tag.RowsAffected() == 0 {
+			p := ps[i]
+			refused[i] = fmt.Errorf("store: place %d order(s) for product %d under fence %d: %w", len(p.Orders), p.ProductID, p.Token, seckill.ErrFenceRejected)
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	type key struct {
+		product int64
+		user    string
+	}
+	ids := map[key]int64{}
+	var id, product int64
+	var user string
+	_, err = pgx.ForEachRow(rows, []any{&id, &product, &user}, func() error {
+		ids[key{product, user}] = id
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range ps {
+		if refused[i] != nil {
+			continue
+		}
+		for _, o := range p.Orders {
+			o.ID = ids[key{p.ProductID, o.UserID}]
+		}
+	}
+	return refused, nil
+}
+
+// pgPlaceProduct is the product update of a fenced write (placeFenced).
+const pgPlaceProduct = "UPDATE products SET stock = $3, sold = sold + $4 WHERE id = $1 AND fence = $2"

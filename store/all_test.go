@@ -1,0 +1,236 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
+	"github.com/seckill-ref/seckill/store"
+)
+
+// The shared read of several products: each product with the buyers found
+// among its own users only (a user who bought another product is not its
+// buyer), and a missing product left out.
+func TestProductsAndBuyers(t *testing.T) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
+		s := open(t, db)
+		ctx := context.Background()
+		p, q := newProduct(t, s, 5), newProduct(t, s, 7)
+		for _, o := range []*seckill.Order{order(p.ID, 0, "a"), order(q.ID, 0, "b"), order(q.ID, 0, "c")} {
+			if err := s.InsertOrder(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		products, bought, err := s.ProductsAndBuyers(ctx, []seckill.BuyersOf{
+			{ProductID: p.ID, UserIDs: []string{"a", "b"}},
+			{ProductID: q.ID, UserIDs: []string{"a", "c", "d"}},
+			{ProductID: 42, UserIDs: []string{"a"}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(products) != 2 || products[p.ID].Stock != 5 || products[p.ID].Sold != 1 || products[q.ID].Stock != 7 || products[q.ID].Sold != 2 {
+			t.Errorf("products: got %v, want %d (stock 5, sold 1) and %d (stock 7, sold 2)", products, p.ID, q.ID)
+		}
+		if !maps.Equal(bought[p.ID], map[string]bool{"a": true}) || !maps.Equal(bought[q.ID], map[string]bool{"c": true}) || len(bought[42]) != 0 {
+			t.Errorf("buyers: got %v, want a of %d and c of %d", bought, p.ID, q.ID)
+		}
+	})
+}
+
+// Claims of several products: each claim with its own token, refused on
+// its own (a token not above its product's fence, or no such product),
+// and the reads of the products claimed come after every claim.
+func TestClaimAndReadAll(t *testing.T) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
+		s := open(t, db)
+		ctx := context.Background()
+		p, q, r := newProduct(t, s, 5), newProduct(t, s, 6), newProduct(t, s, 7)
+		if err := s.InsertOrder(ctx, order(p.ID, 0, "a")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ClaimFence(ctx, q.ID, 50); err != nil {
+			t.Fatal(err)
+		}
+		claims := []seckill.Claim{
+			{ProductID: r.ID, Token: 10, UserIDs: []string{"x"}},
+			{ProductID: p.ID, Token: 20, UserIDs: []string{"a", "b"}},
+			{ProductID: q.ID, Token: 30, UserIDs: []string{"a"}}, // behind its fence
+			{ProductID: 4242, Token: 40, UserIDs: []string{"a"}}, // no such product
+		}
+		got, err := s.ClaimAndReadAll(ctx, claims)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := got[1]; c.Err != nil || c.Product.ID != p.ID || c.Product.Fence != 20 || c.Product.Stock != 5 || c.Product.Sold != 1 || !maps.Equal(c.Bought, map[string]bool{"a": true}) {
+			t.Errorf("claim of %d: got %+v (product %+v), want fence 20, stock 5, sold 1, buyer a", p.ID, c, c.Product)
+		}
+		if c := got[0]; c.Err != nil || c.Product.ID != r.ID || c.Product.Fence != 10 || len(c.Bought) != 0 {
+			t.Errorf("claim of %d: got %+v, want fence 10 and no buyer", r.ID, c)
+		}
+		for _, i := range []int{2, 3} {
+			if !errors.Is(got[i].Err, seckill.ErrFenceRejected) || got[i].Product != nil {
+				t.Errorf("claim %d (product %d, token %d): got %+v, want ErrFenceRejected and nothing read", i, claims[i].ProductID, claims[i].Token, got[i])
+			}
+		}
+		if pq, _ := s.Product(ctx, q.ID); pq.Fence != 50 {
+			t.Errorf("the refused claim moved the fence to %d, want it at 50", pq.Fence)
+		}
+	})
+}
+
+// One transaction for several products' orders: a product whose fence
+// moved on writes nothing and is refused alone; the others are written,
+// each order with its id, stock and sold set.
+func TestPlaceOrdersAllRefusesEachProductOnItsOwn(t *testing.T) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
+		s := open(t, db)
+		ctx := context.Background()
+		p, q := newProduct(t, s, 5), newProduct(t, s, 5)
+		for id, token := range map[int64]int64{p.ID: 7, q.ID: 8} {
+			if err := s.ClaimFence(ctx, id, token); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// q's lock changed hands: a newer holder claimed its fence.
+		if err := s.ClaimFence(ctx, q.ID, 9); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now().UTC()
+		ps := []seckill.Placement{
+			{ProductID: q.ID, Token: 8, NewStock: 4, Orders: []*seckill.Order{{ProductID: q.ID, UserID: "late", Fence: 8, CreatedAt: now}}},
+			{ProductID: p.ID, Token: 7, NewStock: 3, Orders: []*seckill.Order{
+				{ProductID: p.ID, UserID: "u1", Fence: 7, CreatedAt: now}, {ProductID: p.ID, UserID: "u2", Fence: 7, CreatedAt: now}}},
+		}
+		refused, err := s.PlaceOrdersAll(ctx, ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(refused[0], seckill.ErrFenceRejected) || refused[1] != nil {
+			t.Fatalf("refused: got %v, want q's write refused and p's not", refused)
+		}
+		if got, _ := s.Product(ctx, p.ID); got.Stock != 3 || got.Sold != 2 {
+			t.Errorf("p after the write: stock %d, sold %d; want 3 and 2", got.Stock, got.Sold)
+		}
+		if got, _ := s.Product(ctx, q.ID); got.Stock != 5 || got.Sold != 0 {
+			t.Errorf("q after its refused write: stock %d, sold %d; want 5 and 0, unchanged", got.Stock, got.Sold)
+		}
+		if len(allOrders(t, s, q.ID)) != 0 {
+			t.Error("q has an order of the refused write")
+		}
+		orders := allOrders(t, s, p.ID)
+		if len(orders) != 2 || orders[0].ID != ps[1].Orders[0].ID || orders[1].ID != ps[1].Orders[1].ID || orders[0].ID == 0 {
+			t.Errorf("p's orders: got %+v, want u1 and u2 with the ids the write set (%d, %d)", orders, ps[1].Orders[0].ID, ps[1].Orders[1].ID)
+		}
+		// A duplicate order fails the whole transaction: nothing of it stays.
+		ps = []seckill.Placement{
+			{ProductID: p.ID, Token: 7, NewStock: 2, Orders: []*seckill.Order{{ProductID: p.ID, UserID: "u3", Fence: 7, CreatedAt: now}}},
+			{ProductID: q.ID, Token: 9, NewStock: 4, Orders: []*seckill.Order{{ProductID: q.ID, UserID: "v", Fence: 9, CreatedAt: now}, {ProductID: q.ID, UserID: "v", Fence: 9, CreatedAt: now}}},
+		}
+		if _, err := s.PlaceOrdersAll(ctx, ps); !errors.Is(err, seckill.ErrAlreadyPurchased) {
+			t.Errorf("a duplicate order: got %v, want ErrAlreadyPurchased", err)
+		}
+		if got, _ := s.Product(ctx, p.ID); got.Stock != 3 || got.Sold != 2 || len(allOrders(t, s, p.ID)) != 2 {
+			t.Errorf("p after the failed transaction: stock %d, sold %d; want 3 and 2, and 2 orders", got.Stock, got.Sold)
+		}
+	})
+}
+
+// Two rounds of the group commit that meet on the same products in
+// opposite orders (a holder whose lease ran out, and its successor) do not
+// deadlock: each locks the rows by product id.
+func TestPlaceOrdersAllInOppositeOrdersDoNotDeadlock(t *testing.T) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
+		s := open(t, db)
+		ctx := context.Background()
+		var ids []int64
+		for range 20 {
+			p := newProduct(t, s, 1000)
+			ids = append(ids, p.ID)
+			if err := s.ClaimFence(ctx, p.ID, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		placements := func(who string, n int, reverse bool) []seckill.Placement {
+			ps := make([]seckill.Placement, len(ids))
+			for i, id := range ids {
+				if reverse {
+					id = ids[len(ids)-1-i]
+				}
+				ps[i] = seckill.Placement{ProductID: id, Token: 1, NewStock: 0, Orders: []*seckill.Order{
+					{ProductID: id, UserID: fmt.Sprintf("%s-%d", who, n), Fence: 1, CreatedAt: time.Now().UTC()}}}
+			}
+			return ps
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 40)
+		for w, reverse := range []bool{false, true} {
+			wg.Go(func() {
+				for n := range 20 {
+					if _, err := s.PlaceOrdersAll(ctx, placements(fmt.Sprint(w), n, reverse)); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		for _, id := range ids {
+			if n := len(allOrders(t, s, id)); n != 40 {
+				t.Errorf("product %d: %d orders, want 40", id, n)
+			}
+		}
+	})
+}
+
+// The lookup of (product, user) pairs on SQLite probes the buyer index
+// once per pair. The control, a row value IN the list of pairs, is planned
+// as a scan of every order, which the check must catch.
+func TestSQLiteBuyerLookupUsesTheIndex(t *testing.T) {
+	db := t.TempDir() + "/seckill.db"
+	open(t, db)
+	raw := rawDB(t, db)
+	plan := func(query string, n int) string {
+		args := make([]any, 0, 2*n)
+		for i := range n {
+			args = append(args, int64(i+1), fmt.Sprintf("u%d", i))
+		}
+		rows, err := raw.Query("EXPLAIN QUERY PLAN "+query, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var steps []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			steps = append(steps, detail)
+		}
+		return strings.Join(steps, "; ")
+	}
+	probes := func(p string) bool {
+		return strings.Contains(p, "SEARCH o USING COVERING INDEX idx_orders_product_user (product_id=? AND user_id=?)") &&
+			!strings.Contains(p, "SCAN o")
+	}
+	if p := plan(store.SQLiteBuyersOf(3), 3); !probes(p) {
+		t.Errorf("the store's lookup: plan %q, want one probe of the buyer index per pair", p)
+	}
+	control := "SELECT product_id, user_id FROM orders o WHERE (product_id, user_id) IN (VALUES (?, ?), (?, ?), (?, ?))"
+	if p := plan(control, 3); probes(p) {
+		t.Errorf("the control: plan %q probes the index; the check would not catch a scan", p)
+	}
+}
