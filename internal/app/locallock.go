@@ -63,6 +63,39 @@ func (l *localLocker) Acquire(ctx context.Context, name string) (seckill.Lock, e
 	}
 }
 
+// TryAcquireAll takes each mutex that is free, waiting for none.
+func (l *localLocker) TryAcquireAll(_ context.Context, names []string) ([]seckill.Lock, []error) {
+	locks, errs := make([]seckill.Lock, len(names)), make([]error, len(names))
+	for i, name := range names {
+		m := l.ref(name)
+		select {
+		case m.ch <- struct{}{}:
+			l.observer.Acquired(name, 0, false)
+			locks[i] = &localLock{l: l, name: name, m: m, acquired: time.Now()}
+		default:
+			l.unref(name, m)
+			errs[i] = fmt.Errorf("%w: local lock %q is held", seckill.ErrBusy, name)
+			l.observer.AcquireFailed(name, 0, errs[i])
+		}
+	}
+	return locks, errs
+}
+
+// ReleaseAll releases each lock.
+func (l *localLocker) ReleaseAll(ctx context.Context, locks []seckill.Lock) []error {
+	return releaseEach(ctx, locks)
+}
+
+// releaseEach releases locks one by one: ReleaseAll for the lock modes
+// whose locks live in this process.
+func releaseEach(ctx context.Context, locks []seckill.Lock) []error {
+	errs := make([]error, len(locks))
+	for i, lk := range locks {
+		errs[i] = lk.Release(ctx)
+	}
+	return errs
+}
+
 // Ping has nothing to ask: the mutexes are in this process.
 func (l *localLocker) Ping(context.Context) error { return nil }
 
@@ -119,6 +152,18 @@ type noLocker struct{}
 
 func (noLocker) Acquire(context.Context, string) (seckill.Lock, error) { return noLock{}, nil }
 func (noLocker) Ping(context.Context) error                            { return nil }
+
+func (noLocker) TryAcquireAll(_ context.Context, names []string) ([]seckill.Lock, []error) {
+	locks := make([]seckill.Lock, len(names))
+	for i := range locks {
+		locks[i] = noLock{}
+	}
+	return locks, make([]error, len(names))
+}
+
+func (noLocker) ReleaseAll(ctx context.Context, locks []seckill.Lock) []error {
+	return releaseEach(ctx, locks)
+}
 
 // noLock is what noLocker hands out: no token, nothing to release.
 type noLock struct{}

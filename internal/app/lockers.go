@@ -40,6 +40,33 @@ func (r redisLocker) Acquire(ctx context.Context, name string) (seckill.Lock, er
 	return lk, nil
 }
 
+// TryAcquireAll tries every lock at once (lock.Locker.TryAcquireAll: one
+// round trip); a lock held elsewhere becomes seckill.ErrBusy, as a wait
+// that ended does in Acquire.
+func (r redisLocker) TryAcquireAll(ctx context.Context, names []string) ([]seckill.Lock, []error) {
+	locks, errs := r.locker.TryAcquireAll(ctx, names)
+	out := make([]seckill.Lock, len(locks))
+	for i, lk := range locks {
+		switch {
+		case lk != nil:
+			out[i] = lk
+		case errors.Is(errs[i], lock.ErrNotAcquired):
+			errs[i] = fmt.Errorf("%w: %w", seckill.ErrBusy, errs[i])
+		}
+	}
+	return out, errs
+}
+
+// ReleaseAll releases every lock at once (lock.Locker.ReleaseAll); each
+// must be one this redisLocker handed out.
+func (r redisLocker) ReleaseAll(ctx context.Context, locks []seckill.Lock) []error {
+	lks := make([]*lock.Lock, len(locks))
+	for i, lk := range locks {
+		lks[i] = lk.(*lock.Lock)
+	}
+	return r.locker.ReleaseAll(ctx, lks)
+}
+
 // Ping asks every Redis master (every master of a Cluster, the current
 // master behind Sentinel), and is content with a quorum of them: the lock
 // works as long as that many answer.

@@ -12,6 +12,17 @@ type Locker interface {
 	// ErrBusy.
 	Acquire(ctx context.Context, name string) (Lock, error)
 
+	// TryAcquireAll tries each of names once, without waiting for any,
+	// in one round trip where the lock service allows it, and returns the
+	// Lock of each it took, or why not: an error matching ErrBusy for a
+	// lock held elsewhere.
+	TryAcquireAll(ctx context.Context, names []string) ([]Lock, []error)
+
+	// ReleaseAll releases each of locks, as Lock.Release does, in one
+	// round trip where the lock service allows it, and returns each
+	// one's error.
+	ReleaseAll(ctx context.Context, locks []Lock) []error
+
 	// Ping reports whether the lock service answers, for readiness.
 	Ping(ctx context.Context) error
 }

@@ -15,9 +15,9 @@ import (
 	"github.com/seckill-ref/seckill/store"
 )
 
-// heldReads is a Store whose first ProductAndBuyers, once it has read,
+// heldReads is a Store whose first ProductsAndBuyers, once it has read,
 // waits for release before it answers: a shared read in flight, its
-// snapshot taken. It records the users of every ProductAndBuyers.
+// snapshot taken. It records the users of every ProductsAndBuyers.
 type heldReads struct {
 	*store.Store
 	read, release chan struct{}
@@ -30,10 +30,14 @@ func newHeldReads(st *store.Store) *heldReads {
 	return &heldReads{Store: st, read: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (h *heldReads) ProductAndBuyers(ctx context.Context, id int64, users []string) (*seckill.Product, map[string]bool, error) {
-	p, bought, err := h.Store.ProductAndBuyers(ctx, id, users)
+func (h *heldReads) ProductsAndBuyers(ctx context.Context, want []seckill.BuyersOf) (map[int64]*seckill.Product, map[int64]map[string]bool, error) {
+	p, bought, err := h.Store.ProductsAndBuyers(ctx, want)
+	var users []string
+	for _, w := range want {
+		users = append(users, w.UserIDs...)
+	}
 	h.mu.Lock()
-	h.calls = append(h.calls, slices.Clone(users))
+	h.calls = append(h.calls, users)
 	first := len(h.calls) == 1
 	h.mu.Unlock()
 	if first {

@@ -78,6 +78,7 @@ type Service struct {
 	batchMax, queueMax int
 	wait               time.Duration
 	batch              batcher
+	commits            commits
 	reads              reads
 }
 
@@ -98,6 +99,7 @@ func NewService(locker Locker, store Store, opts Options) *Service {
 		queueMax: opts.QueueMax,
 		wait:     opts.Wait,
 		batch:    newLine[*purchaseCall, callResult](),
+		commits:  newLine[*holdCall, holdResult](),
 		reads:    newLine[*readCall, readResult](),
 	}
 	if opts.Unfenced {
@@ -177,10 +179,10 @@ func (s *Service) Ready(ctx context.Context) error {
 	return nil
 }
 
-// Queues reports how many products this Service keeps a queue for in
-// memory: products with purchases waiting for or in a batch, or buyers
-// waiting for a shared read. A product's queue is forgotten when its last
-// call is served, so Queues falls back to 0 whenever no request is in
-// flight, however many products were sold: a count that stays above 0
-// then is state left behind.
-func (s *Service) Queues() int { return s.batch.products() + s.reads.products() }
+// Queues reports how many queues this Service keeps in memory: one per
+// product with purchases waiting for or in a batch, and the shared reads'
+// and the rounds' queues while anyone waits in them. A queue is forgotten
+// when its last call is served, so Queues falls back to 0 whenever no
+// request is in flight, however many products were sold: a count that
+// stays above 0 then is state left behind.
+func (s *Service) Queues() int { return s.batch.products() + s.commits.products() + s.reads.products() }

@@ -33,6 +33,27 @@ func (r redisLocker) Acquire(ctx context.Context, name string) (seckill.Lock, er
 	return lk, nil
 }
 
+func (r redisLocker) TryAcquireAll(ctx context.Context, names []string) ([]seckill.Lock, []error) {
+	locks, errs := r.l.TryAcquireAll(ctx, names)
+	out := make([]seckill.Lock, len(locks))
+	for i, lk := range locks {
+		if lk != nil {
+			out[i] = lk
+		} else if errors.Is(errs[i], lock.ErrNotAcquired) {
+			errs[i] = fmt.Errorf("%w: %w", seckill.ErrBusy, errs[i])
+		}
+	}
+	return out, errs
+}
+
+func (r redisLocker) ReleaseAll(ctx context.Context, locks []seckill.Lock) []error {
+	lks := make([]*lock.Lock, len(locks))
+	for i, lk := range locks {
+		lks[i] = lk.(*lock.Lock)
+	}
+	return r.l.ReleaseAll(ctx, lks)
+}
+
 func (r redisLocker) Ping(context.Context) error { return nil }
 
 // counts is a Recorder that remembers what it was told.

@@ -1,0 +1,205 @@
+package seckill_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-ref/seckill/internal/seckill"
+	"github.com/seckill-ref/seckill/internal/testinfra/pgtest"
+	"github.com/seckill-ref/seckill/internal/testinfra/poll"
+	"github.com/seckill-ref/seckill/lock"
+	"github.com/seckill-ref/seckill/store"
+)
+
+// roundStore is a Store that records the products of every
+// ClaimAndReadAll and PlaceOrdersAll, and holds its first ClaimAndReadAll
+// until release: a round in flight, while others' products queue.
+type roundStore struct {
+	*store.Store
+	claiming, release chan struct{}
+	once              sync.Once
+
+	mu             sync.Mutex
+	claims, places [][]int64
+}
+
+func newRoundStore(st *store.Store) *roundStore {
+	return &roundStore{Store: st, claiming: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (r *roundStore) ClaimAndReadAll(ctx context.Context, claims []seckill.Claim) ([]seckill.Claimed, error) {
+	var ids []int64
+	for _, c := range claims {
+		ids = append(ids, c.ProductID)
+	}
+	r.mu.Lock()
+	r.claims = append(r.claims, ids)
+	r.mu.Unlock()
+	r.once.Do(func() {
+		close(r.claiming)
+		<-r.release
+	})
+	return r.Store.ClaimAndReadAll(ctx, claims)
+}
+
+func (r *roundStore) PlaceOrdersAll(ctx context.Context, ps []seckill.Placement) ([]error, error) {
+	var ids []int64
+	for _, p := range ps {
+		ids = append(ids, p.ProductID)
+	}
+	r.mu.Lock()
+	r.places = append(r.places, ids)
+	r.mu.Unlock()
+	return r.Store.PlaceOrdersAll(ctx, ps)
+}
+
+func (r *roundStore) calls() (claims, places [][]int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.claims), slices.Clone(r.places)
+}
+
+// rounds buys one item of the first product and holds its round in the
+// store, buys one item of each other product, which queue for the next
+// round, and lets them all go. It returns each purchase's outcome, by
+// product.
+func rounds(t *testing.T, svc *seckill.Service, rs *roundStore, products []*seckill.Product) map[int64]error {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	out := map[int64]error{}
+	buy := func(p *seckill.Product) {
+		wg.Go(func() {
+			_, err := svc.Purchase(ctx, p.ID, fmt.Sprintf("buyer-of-%d", p.ID))
+			mu.Lock()
+			out[p.ID] = err
+			mu.Unlock()
+		})
+	}
+	buy(products[0])
+	<-rs.claiming
+	for i, p := range products[1:] {
+		buy(p)
+		poll.Eventually(t, 10*time.Second, fmt.Sprintf("product %d to wait for a round", p.ID), func() bool { return svc.RoundsWaiting() == i+1 })
+	}
+	close(rs.release)
+	wg.Wait()
+	return out
+}
+
+// Thirty products' purchases that come while a round is in flight are
+// served by the next round, all together: their locks taken, their fences
+// claimed and read in one call, their orders written in one.
+func TestRoundServesEveryWaitingProductTogether(t *testing.T) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
+		e := newEnvOn(t, db)
+		st := e.store()
+		rs := newRoundStore(st)
+		svc := seckill.NewService(e.locker(lock.Options{}), rs, seckill.Options{BatchMax: 16})
+		var products []*seckill.Product
+		for range 30 {
+			products = append(products, e.product(st, 2))
+		}
+		out := rounds(t, svc, rs, products)
+		for _, p := range products {
+			if err := out[p.ID]; err != nil {
+				t.Errorf("purchase of product %d: %v", p.ID, err)
+			}
+			if got, _ := st.Product(context.Background(), p.ID); got.Stock != 1 || got.Sold != 1 {
+				t.Errorf("product %d: stock %d, sold %d; want 1 and 1", p.ID, got.Stock, got.Sold)
+			}
+		}
+		claims, places := rs.calls()
+		if len(claims) != 2 || len(claims[0]) != 1 || len(claims[1]) != 29 || len(places) != 2 || len(places[1]) != 29 {
+			t.Errorf("claim calls %d (products %v), write calls %d: want two of each, the second with the 29 products that waited",
+				len(claims), lens(claims), len(places))
+		}
+	})
+}
+
+func lens(s [][]int64) []int {
+	n := make([]int, len(s))
+	for i := range s {
+		n[i] = len(s[i])
+	}
+	return n
+}
+
+// In a round of two products whose first product's fence a newer holder
+// claims before the round writes, that product's purchase is refused, and
+// the other's goes through: the fence refuses per product.
+func TestRoundRefusesOneProductsStaleWriteAlone(t *testing.T) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
+		e := newEnvOn(t, db)
+		st := e.store()
+		rs := newRoundStore(st)
+		z, a, b := e.product(st, 5), e.product(st, 5), e.product(st, 5)
+		rec := newCounts()
+		newer := func(ctx context.Context, products []int64) {
+			if slices.Contains(products, a.ID) {
+				// A newer holder of a's lock claims its fence: its token
+				// is the server's clock in µs, larger than any before.
+				if err := st.ClaimFence(ctx, a.ID, time.Now().Add(time.Hour).UnixMicro()); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		svc := seckill.NewService(e.locker(lock.Options{}), rs, seckill.Options{BatchMax: 16, Chaos: newer, Recorder: rec})
+		out := rounds(t, svc, rs, []*seckill.Product{z, a, b})
+		if out[z.ID] != nil || out[b.ID] != nil || !errors.Is(out[a.ID], seckill.ErrFenceRejected) {
+			t.Fatalf("got %v, want z and b sold, a refused by the fence", out)
+		}
+		ctx := context.Background()
+		if got, _ := st.Product(ctx, a.ID); got.Stock != 5 || got.Sold != 0 {
+			t.Errorf("a: stock %d, sold %d; want 5 and 0, nothing written", got.Stock, got.Sold)
+		}
+		if got, _ := st.Product(ctx, b.ID); got.Stock != 4 || got.Sold != 1 {
+			t.Errorf("b: stock %d, sold %d; want 4 and 1", got.Stock, got.Sold)
+		}
+		if rec.fence(seckill.FenceWrite) != 1 || rec.outcome(seckill.OutcomeFenceRejected) != 1 {
+			t.Errorf("recorded %v and %v, want one write-stage rejection", rec.fences, rec.outcomes)
+		}
+	})
+}
+
+// A product whose lock another process holds waits for it, fairly, while
+// the round serves the other products at once; once released, it is sold.
+func TestRoundServesOthersWhileOneLockIsHeldElsewhere(t *testing.T) {
+	e := newEnv(t)
+	st := e.store()
+	a, b := e.product(st, 5), e.product(st, 5)
+	svc := seckill.NewService(e.locker(lock.Options{}), st, seckill.Options{BatchMax: 16})
+	ctx := context.Background()
+	held, err := e.locker(lock.Options{}).Acquire(ctx, seckill.LockName(a.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := svc.Purchase(ctx, a.ID, "x")
+		aDone <- err
+	}()
+	if _, err := svc.Purchase(ctx, b.ID, "y"); err != nil {
+		t.Fatalf("b, whose lock is free: %v", err)
+	}
+	select {
+	case err := <-aDone:
+		t.Fatalf("a was answered (%v) while another process held its lock", err)
+	default:
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-aDone; err != nil {
+		t.Fatalf("a, once its lock was released: %v", err)
+	}
+	if got, _ := st.Product(ctx, a.ID); got.Sold != 1 {
+		t.Errorf("a: sold %d, want 1", got.Sold)
+	}
+}
