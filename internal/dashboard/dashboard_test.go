@@ -126,8 +126,8 @@ func TestSharedTimeline(t *testing.T) {
 		}
 		replicas = max(replicas, s.Replicas)
 	}
-	if orders != 4 || replicas != 2 {
-		t.Errorf("orders: got %d from %d replicas, want 4 from 2", orders, replicas)
+	if all := sum(secs, func(s dashboard.Second) int64 { return s.Orders }); orders != 4 || all != 4 || replicas != 2 {
+		t.Errorf("orders: got %d of the product and %d in all from %d replicas, want 4, 4 from 2", orders, all, replicas)
 	}
 }
 

@@ -58,7 +58,11 @@ type Second struct {
 	WaitP99       *float64 `json:"wait_p99"`
 	FenceRejected int64    `json:"fence_rejected"`
 	LeasesLost    int64    `json:"leases_lost"`
-	// Products are the products sold in this second, by id.
+	// Orders counts the orders committed in this second, every product.
+	Orders int64 `json:"orders"`
+	// Products are, by id, the products sold in this second that were
+	// among a replica's sampleTop busiest of the second; a product is
+	// here with the orders of the replicas where it was.
 	Products map[string]ProductSecond `json:"products,omitempty"`
 }
 
@@ -138,6 +142,8 @@ func decode(stored map[int64]map[string]int64) ([]Second, Totals) {
 				s.FenceRejected = v
 			case f == fieldLost:
 				s.LeasesLost = v
+			case f == fieldOrdersAll:
+				s.Orders = v
 			case strings.HasPrefix(f, fieldReplica):
 				s.Replicas++
 			case strings.HasPrefix(f, fieldOrders), strings.HasPrefix(f, fieldStock), strings.HasPrefix(f, fieldSold):
