@@ -1,7 +1,11 @@
 // Package dashboard is the live sale page, GET /dashboard, and the
-// timeline behind it. It shows, per product, stock, sold and orders/s over
-// time, and for the whole service purchase outcomes per second, lock wait
-// p50/p99, fence rejections and lost leases.
+// timeline behind it. It shows the totals over every product (how many,
+// their stock, sold, and how many are sold out), the TopN products with
+// the most orders in the window it keeps (Window), each with its stock,
+// sold and orders/s over time, and the rest as one line of sums; and for
+// the whole service, orders and purchase outcomes per second, lock wait
+// p50/p99, fence rejections and lost leases. A sale over thousands of
+// products thus shows as ten rows and a line, not thousands of rows.
 //
 // Which replica answers the page must not matter, so nothing it shows is
 // one replica's alone:
@@ -16,7 +20,12 @@
 //     histogram_quantile does. Per product, each replica writes the
 //     orders of its sampleTop busiest products of the second, and their
 //     stock and sold read from the database once the second has ended;
-//     the orders of all its products go into one total.
+//     the orders of all its products go into one total. A product's
+//     orders in a second where it was not among a replica's busiest count
+//     in that total only, so the orders shown per product are exact for
+//     the hot products of a skewed sale and a lower bound for the others;
+//     stock and sold, and the totals over every product, are the
+//     database's.
 //   - Without Redis (the local and none lock modes) the buckets stay in the
 //     replica's memory, and the page says that it shows that replica only.
 //
@@ -28,9 +37,15 @@
 // outcomes, waits and total orders, one per busiest product, one HSET of
 // at most 2*sampleTop+1 fields and one EXPIRE. However many products a
 // replica sells in a second, that is at most 3*sampleTop product fields
-// and one bounded read; ranking them costs an in-memory sort. A poll of
-// the page reads one hash per second of the window it asks for, in one
-// pipelined round trip, and every product from the database.
+// and one bounded read; ranking them costs an in-memory sort. A poll reads
+// one hash per second of the whole window, whatever second it asks for,
+// since the ranking is over the window: one pipelined round trip of at
+// most Window/1s HGETALLs, each of at most 3*sampleTop product fields per
+// replica. It then reads the TopN products by id in one statement, and
+// the sums over the others in another: a sum the database computes over
+// the products table, or, in the counter designs, whose numbers are in
+// one Redis counter per product, a read of every product and counter
+// (seckill's Inventory).
 package dashboard
 
 import (
@@ -81,20 +96,30 @@ var WaitBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, 
 //go:embed dashboard.html
 var page []byte
 
-// sampleTop is how many products each replica writes per-product fields
-// for, per second: its busiest of that second. A flash sale's demand is
-// skewed (the load test's zipf:1.1 puts 54% of the orders on the 20
-// hottest of 2,000 products), and the products a person follows on the
-// page are those; the orders of the others count in the second's total.
-const sampleTop = 20
+// TopN is how many products the page lists by name: those with the most
+// orders in the window, the hottest of the sale, most first. Ten rows fit
+// above the charts on one screen, next to the totals, and hold what a
+// person watching a sale looks for: the products selling now and how
+// much each has left. With the load test's demand (zipf:1.1) over 2,000
+// products, the ten hottest take 45% of the orders.
+const TopN = 10
 
-// Products is what the dashboard reads from the database.
+// sampleTop is how many products each replica writes per-product fields
+// for, per second: its busiest of that second. Twice TopN, so that a
+// product among the TopN of the window keeps its counts in a second where
+// a burst on others pushed it down the replica's ranking, short of 2*TopN
+// others outselling it.
+const sampleTop = 2 * TopN
+
+// Products is what the dashboard reads from the database: a few products
+// by id, and the sums over the rest. Neither read grows with the number of
+// products sold in a second.
 type Products interface {
-	// Products returns every product, for the page's list.
-	Products(ctx context.Context) ([]*seckill.Product, error)
 	// ProductsByID returns the products with these ids, by id, in one
 	// read; an id with no product is left out.
 	ProductsByID(ctx context.Context, ids []int64) ([]*seckill.Product, error)
+	// Inventory sums every product but those whose ids are in except.
+	Inventory(ctx context.Context, except []int64) (seckill.Inventory, error)
 }
 
 // Dashboard records what one replica does, second by second, and serves

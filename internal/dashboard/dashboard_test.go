@@ -92,8 +92,11 @@ func TestSharedTimeline(t *testing.T) {
 	if got.Scope != "shared" {
 		t.Errorf("scope: got %q, want shared", got.Scope)
 	}
-	if len(got.Products) != 1 || got.Products[0].Stock != 6 || got.Products[0].Sold != 4 {
-		t.Errorf("products: got %+v, want one with stock 6, sold 4 (the database's)", got.Products)
+	if len(got.Top) != 1 || got.Top[0].Stock != 6 || got.Top[0].Sold != 4 || got.Top[0].Orders != 4 {
+		t.Errorf("top: got %+v, want one product with stock 6, sold 4 (the database's) and 4 orders", got.Top)
+	}
+	if want := (dashboard.Inventory{Products: 1, Stock: 6, Sold: 4}); got.Inventory != want || got.Others != (dashboard.Inventory{}) {
+		t.Errorf("inventory %+v, others %+v; want %+v and none", got.Inventory, got.Others, want)
 	}
 	secs := got.Seconds
 	if n := sum(secs, func(s dashboard.Second) int64 { return s.Outcomes["created"] }); n != 4 {

@@ -1,7 +1,9 @@
 package dashboard_test
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -17,12 +19,13 @@ import (
 	"github.com/seckill-ref/seckill/store"
 )
 
-// readCounter is the store, counting the dashboard's reads by id: the ids
-// of each ProductsByID.
+// readCounter is the store, counting the dashboard's reads: the ids of
+// each ProductsByID, and the calls of Inventory.
 type readCounter struct {
 	*store.Store
-	mu   sync.Mutex
-	byID [][]int64
+	mu          sync.Mutex
+	byID        [][]int64
+	inventories int
 }
 
 func (r *readCounter) ProductsByID(ctx context.Context, ids []int64) ([]*seckill.Product, error) {
@@ -32,13 +35,20 @@ func (r *readCounter) ProductsByID(ctx context.Context, ids []int64) ([]*seckill
 	return r.Store.ProductsByID(ctx, ids)
 }
 
+func (r *readCounter) Inventory(ctx context.Context, except []int64) (seckill.Inventory, error) {
+	r.mu.Lock()
+	r.inventories++
+	r.mu.Unlock()
+	return r.Store.Inventory(ctx, except)
+}
+
 // take returns the reads counted since the last take.
-func (r *readCounter) take() (byID [][]int64) {
+func (r *readCounter) take() (byID [][]int64, inventories int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	byID = r.byID
-	r.byID = nil
-	return byID
+	byID, inventories = r.byID, r.inventories
+	r.byID, r.inventories = nil, 0
+	return byID, inventories
 }
 
 // manyProducts is a real SQLite file with n products, p0 to p<n-1>, with
@@ -66,9 +76,10 @@ func manyProducts(t *testing.T, n int) *store.Store {
 // Two seconds of a sale over 2,000 products, 300 of them sold in the
 // first: each replica's flush reads the database once, for at most
 // SampleTop products, and a second's hash holds at most 3*SampleTop
-// product fields per replica, however many products were sold; the
-// seconds still count every order.
-func TestManyProductsCost(t *testing.T) {
+// product fields per replica, however many products were sold. The poll,
+// as JSON, has exactly the TopN products with the most orders summed over
+// the window, most first, ties by id, and totals that are the database's.
+func TestManyProducts(t *testing.T) {
 	const products, sold = 2000, 300
 	r := redistest.Start(t)
 	st := manyProducts(t, products)
@@ -92,9 +103,14 @@ func TestManyProductsCost(t *testing.T) {
 	}
 
 	// a sells 300 products in a shuffled order of ids, the r-th (from 0)
-	// 1000/(r+1)+1 times. In the next second, b sells the 15th of a's
-	// 2,000 times, and 31 others once.
+	// 1000/(r+1)+1 times, but the 5th as often as the 4th, with a smaller
+	// id: a tie, broken by id. In the next second, b sells the 15th of a's
+	// 2,000 times, making it the hottest once the window's seconds are
+	// summed, and 31 others once.
 	ids := rand.New(rand.NewPCG(1, 2)).Perm(products)[:sold]
+	if ids[3] < ids[4] {
+		ids[3], ids[4] = ids[4], ids[3]
+	}
 	want := map[int64]int64{}
 	var total int64
 	place := func(d *dashboard.Dashboard, id int64, n int64) {
@@ -104,6 +120,9 @@ func TestManyProductsCost(t *testing.T) {
 		total += n
 	}
 	for r, i := range ids {
+		if r == 4 {
+			r = 3
+		}
 		place(a, int64(i+1), int64(1000/(r+1)+1))
 	}
 	clock.Add(1)
@@ -114,9 +133,9 @@ func TestManyProductsCost(t *testing.T) {
 	a.Close()
 	b.Close()
 
-	flushes := reads.take()
-	if len(flushes) != 2 {
-		t.Errorf("the two flushes read %d times by id; want once each", len(flushes))
+	flushes, inventories := reads.take()
+	if len(flushes) != 2 || inventories != 0 {
+		t.Errorf("the two flushes read %d times by id and %d inventories; want once each by id, no inventory", len(flushes), inventories)
 	}
 	for i, read := range flushes {
 		if len(read) > dashboard.SampleTop {
@@ -143,7 +162,57 @@ func TestManyProductsCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := v.(*dashboard.Data)
+	polls, inventories := reads.take()
+	if len(polls) != 1 || len(polls[0]) != dashboard.TopN || inventories != 1 {
+		t.Errorf("the poll read by id %v and %d inventories; want %d products once and one inventory", lens(polls), inventories, dashboard.TopN)
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Inventory, Others dashboard.Inventory
+		Top               []dashboard.Product
+		Seconds           []dashboard.Second
+	}
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+
+	all, err := st.Products(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inv, others dashboard.Inventory
+	hottest := slices.SortedFunc(func(yield func(int64) bool) {
+		for id := range want {
+			if !yield(id) {
+				return
+			}
+		}
+	}, func(x, y int64) int { return cmp.Or(cmp.Compare(want[y], want[x]), cmp.Compare(x, y)) })[:dashboard.TopN]
+	for _, p := range all {
+		count(&inv, p)
+		if !slices.Contains(hottest, p.ID) {
+			count(&others, p)
+		}
+	}
+	if len(got.Top) != dashboard.TopN {
+		t.Fatalf("top: got %d products, want %d", len(got.Top), dashboard.TopN)
+	}
+	for i, id := range hottest {
+		p := all[id-1]
+		w := dashboard.Product{ID: id, Name: p.Name, Stock: p.Stock, Sold: p.Sold, Orders: want[id]}
+		if got.Top[i] != w {
+			t.Errorf("top %d: got %+v, want %+v", i+1, got.Top[i], w)
+		}
+	}
+	if got.Inventory != inv || got.Others != others {
+		t.Errorf("inventory %+v, others %+v; want %+v, %+v", got.Inventory, got.Others, inv, others)
+	}
+	if inv.SoldOut == 0 || inv.Sold == 0 {
+		t.Fatalf("the catalog has no product sold out or none sold: %+v", inv)
+	}
 	if n := sum(got.Seconds, func(s dashboard.Second) int64 { return s.Orders }); n != total {
 		t.Errorf("orders in the seconds: got %d, want %d", n, total)
 	}
@@ -153,8 +222,17 @@ func TestManyProductsCost(t *testing.T) {
 		t.Fatalf("got %d seconds, want 2", len(got.Seconds))
 	}
 	ps := got.Seconds[0].Products[fmt.Sprint(hot)]
-	if stock := int64(ids[0]+1) % 7 * 10; ps.Orders != want[hot] || ps.Stock == nil || *ps.Stock != stock {
+	if stock := hot % 7 * 10; ps.Orders != want[hot] || ps.Stock == nil || *ps.Stock != stock {
 		t.Errorf("the hottest product in its second: got %+v, want %d orders and stock %d", ps, want[hot], stock)
+	}
+}
+
+func count(i *dashboard.Inventory, p *seckill.Product) {
+	i.Products++
+	i.Stock += p.Stock
+	i.Sold += p.Sold
+	if p.Stock <= 0 {
+		i.SoldOut++
 	}
 }
 
