@@ -37,15 +37,17 @@
 // outcomes, waits and total orders, one per busiest product, one HSET of
 // at most 2*sampleTop+1 fields and one EXPIRE. However many products a
 // replica sells in a second, that is at most 3*sampleTop product fields
-// and one bounded read; ranking them costs an in-memory sort. A poll reads
-// one hash per second of the whole window, whatever second it asks for,
-// since the ranking is over the window: one pipelined round trip of at
-// most Window/1s HGETALLs, each of at most 3*sampleTop product fields per
-// replica. It then reads the TopN products by id in one statement, and
-// the sums over the others in another: a sum the database computes over
-// the products table, or, in the counter designs, whose numbers are in
-// one Redis counter per product, a read of every product and counter
-// (seckill's Inventory).
+// and one bounded read; ranking them costs an in-memory sort. A poll needs
+// every second of the window, whatever second it asks for, since the
+// ranking is over the window. A replica keeps the seconds its polls read
+// once no replica writes them any more (settleAfter), so its first poll
+// reads one hash per second of the window (one pipelined round trip of
+// Window/1s HGETALLs, each of at most 3*sampleTop product fields per
+// replica) and the next ones only the last seven or so. A poll then reads
+// the TopN products by id in one statement, and the sums over the others
+// in another: a sum the database computes over the products table, or,
+// in the counter designs, whose numbers are in one Redis counter per
+// product, a read of every product and counter (seckill's Inventory).
 package dashboard
 
 import (
@@ -131,6 +133,8 @@ type Dashboard struct {
 	mu      sync.Mutex
 	pending map[int64]*bucket // by Unix second, not yet written
 
+	settled *settled // the seconds polls have read that no replica writes any more
+
 	// Set by Start.
 	sink     sink
 	products Products
@@ -161,7 +165,7 @@ type bucket struct {
 
 // New returns a Dashboard that records in memory until Start.
 func New() *Dashboard {
-	return &Dashboard{id: rand.Text()[:8], pending: map[int64]*bucket{}, now: time.Now}
+	return &Dashboard{id: rand.Text()[:8], pending: map[int64]*bucket{}, settled: newSettled(), now: time.Now}
 }
 
 // Start writes the recorded seconds, from now on, to the shared Redis

@@ -127,7 +127,7 @@ func (d *Dashboard) Data(ctx context.Context, since time.Time) (any, error) {
 	defer cancel()
 	now := d.now()
 	start := now.Add(-Window).Unix()
-	stored, err := d.sink.read(ctx, start, now.Unix())
+	stored, err := d.window(ctx, start, now.Unix())
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +165,21 @@ func (d *Dashboard) Data(ctx context.Context, since time.Time) (any, error) {
 	}
 	out.Seconds, out.Totals = decode(stored)
 	return out, nil
+}
+
+// window returns the stored fields of every second from start to now
+// that has any: those settled, from d.settled, and the others read.
+func (d *Dashboard) window(ctx context.Context, start, now int64) (map[int64]map[string]int64, error) {
+	kept, next := d.settled.get(start)
+	read, err := d.sink.read(ctx, next, now)
+	if err != nil {
+		return nil, err
+	}
+	d.settled.put(read, now-1-int64(settleAfter.Seconds()))
+	for t, fields := range read {
+		kept[t] = fields
+	}
+	return kept, nil
 }
 
 // hottest returns the ids of the (at most) n products with the most
