@@ -354,9 +354,10 @@ else
 	kill_master
 fi
 
-# 7. The live dashboard through nginx: the page, and its data, which must
-# show the products as the API lists them and seconds that every replica
-# added to (summed in the shared Redis, whichever replica answers).
+# 7. The live dashboard through nginx: the page, and its data, whose totals
+# must be the sums of the products as the API lists them, with a product
+# that sold among the hottest, and seconds that every replica added to
+# (summed in the shared Redis, whichever replica answers).
 log "dashboard through the load balancer"
 t=$SECONDS
 result="FAIL (dashboard)"
@@ -364,17 +365,23 @@ page=$(curl -sS --max-time 10 "http://127.0.0.1:$LB_PORT/dashboard")
 case $page in *'id="chart-stock"'*) ;; *) log "GET /dashboard is not the dashboard page"; exit 1 ;; esac
 data=$(curl -sS --max-time 10 "http://127.0.0.1:$LB_PORT/dashboard/data")
 case $data in *'"scope":"shared"'*) ;; *) log "dashboard data is not shared: ${data:0:300}"; exit 1 ;; esac
-# The products as the dashboard shows them and as the API lists them: both
-# read the shared database, so they must agree.
-products=${data%%\"seconds\":*} # the products come first; the seconds have stock and sold too
-shown=$(printf '%s' "$products" | grep -o '"stock":[0-9]*,"sold":[0-9]*' || true)
+# The dashboard's totals and the API's list both read the shared database,
+# so they must agree.
 listed=$(curl -sS --max-time 10 "http://127.0.0.1:$LB_PORT/api/v1/products" | grep -o '"stock":[0-9]*,"sold":[0-9]*' || true)
-if [ -z "$shown" ] || [ "$shown" != "$listed" ] || ! printf '%s' "$shown" | grep -q '"sold":[1-9]'; then
-	log "dashboard shows products [$shown], the API lists [$listed]: want the same, with a sale"
+listed_products=0 listed_stock=0 listed_sold=0
+for pair in $listed; do
+	pair_stock=${pair#\"stock\":} pair_stock=${pair_stock%%,*}
+	listed_products=$((listed_products + 1)) listed_stock=$((listed_stock + pair_stock)) listed_sold=$((listed_sold + ${pair##*:}))
+done
+inventory=$(printf '%s' "$data" | grep -o '"inventory":{[^}]*}' || true)
+want="\"inventory\":{\"products\":$listed_products,\"stock\":$listed_stock,\"sold\":$listed_sold,"
+top=${data#*\"top\":\[} top=${top%%\]*}
+if [ "$listed_sold" -eq 0 ] || [ "${inventory#"$want"}" = "$inventory" ] || ! printf '%s' "$top" | grep -q '"sold":[1-9]'; then
+	log "dashboard shows ${inventory:-no inventory} and top [${top:0:300}], the API lists [$(echo $listed)]: want the same sums, with a sale among the top"
 	exit 1
 fi
 case $data in *"\"replicas\":$REPLICAS,"*) ;; *) log "no second of the dashboard has all $REPLICAS replicas' counts: ${data:0:300}"; exit 1 ;; esac
-log "dashboard: products as the API lists them ($(echo $shown)), seconds summed over $REPLICAS replicas"
+log "dashboard: totals as the API lists the products ($inventory), seconds summed over $REPLICAS replicas"
 phases+=" dashboard $((SECONDS - t))s"
 
 # 8. Prometheus: it discovered every replica through DNS, scraped it, and its

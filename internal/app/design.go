@@ -8,15 +8,24 @@ import (
 
 	"github.com/seckill-ref/seckill/handlers"
 	"github.com/seckill-ref/seckill/internal/counter"
+	"github.com/seckill-ref/seckill/internal/dashboard"
 	"github.com/seckill-ref/seckill/internal/seckill"
 )
+
+// design is what every design serves: the API, and the reads of the
+// dashboard, whose numbers must be the design's own (the counters' in the
+// counter designs).
+type design interface {
+	handlers.Service
+	dashboard.Products
+}
 
 // newDesign builds the service of the configured design over st: the
 // locked purchase over locker, or one of the designs that do without a
 // lock. Redis, where the design uses it, is s.redis[0], connected already.
 // For redis-counter-async it also starts this replica's order writer,
 // which Close stops.
-func (s *Server) newDesign(locker seckill.Locker, st countingStore) handlers.Service {
+func (s *Server) newDesign(locker seckill.Locker, st countingStore) design {
 	cfg := s.cfg
 	opts := seckill.Options{
 		Chaos:    chaosHook(cfg, s.metrics),

@@ -2,17 +2,21 @@ package dashboard_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/apiclient"
 	"github.com/seckill-ref/seckill/internal/app"
+	"github.com/seckill-ref/seckill/internal/dashboard"
 	"github.com/seckill-ref/seckill/internal/testinfra/browsertest"
 	"github.com/seckill-ref/seckill/internal/testinfra/poll"
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
@@ -65,25 +69,34 @@ func apiProduct(base string, id int64) (apiclient.Product, error) {
 	return apiclient.New(http.DefaultClient, base, "").Product(context.Background(), id)
 }
 
-// shown is what the page shows of the selected product.
+// shown is what the page shows: the totals, the rows of the hottest
+// products, and the selected product.
 type shown struct {
-	Product    string `json:"product"`
-	Stock      string `json:"stock"`
-	Sold       string `json:"sold"`
-	Polls      int    `json:"polls"`
-	Points     int    `json:"points"`     // sold points of the stock chart
-	SoldLine   int    `json:"soldLine"`   // points of the sold polyline drawn
-	OrderBars  int    `json:"orderBars"`  // orders-per-second bars drawn
-	OutcomeBar int    `json:"outcomeBar"` // outcome bars drawn
-	Created    int64  `json:"created"`    // 201s in the page's timeline, all replicas
-	Scope      string `json:"scope"`
+	Product    string   `json:"product"`
+	Stock      string   `json:"stock"`
+	Sold       string   `json:"sold"`
+	Polls      int      `json:"polls"`
+	Points     int      `json:"points"`     // sold points of the stock chart
+	SoldLine   int      `json:"soldLine"`   // points of the sold polyline drawn
+	OrderBars  int      `json:"orderBars"`  // orders-per-second bars drawn
+	OutcomeBar int      `json:"outcomeBar"` // outcome bars drawn
+	Created    int64    `json:"created"`    // 201s in the page's timeline, all replicas
+	Scope      string   `json:"scope"`
+	Products   string   `json:"products"` // the totals' tiles
+	TotalStock string   `json:"totalStock"`
+	TotalSold  string   `json:"totalSold"`
+	SoldOut    string   `json:"soldOut"`
+	Rows       []string `json:"rows"`      // product ids of the table's rows, in order
+	Top        []string `json:"top"`       // product ids of the last poll's top
+	Others     string   `json:"others"`    // the line under the rows
+	TableRows  int      `json:"tableRows"` // every tr in the document
 }
 
 const readPage = `(() => {
   const q = id => document.getElementById(id);
   const soldLine = document.querySelector("#chart-stock polyline.sold");
   return {
-    product: q("product").value,
+    product: document.body.dataset.selected || "",
     stock: q("stock").dataset.value || "",
     sold: q("sold").dataset.value || "",
     polls: Number(document.body.dataset.polls || 0),
@@ -93,6 +106,14 @@ const readPage = `(() => {
     outcomeBar: document.querySelectorAll("#chart-outcomes rect.bar").length,
     created: [...state.seconds.values()].reduce((n, s) => n + (s.outcomes.created || 0), 0),
     scope: q("scope").textContent,
+    products: q("inv-products").dataset.value || "",
+    totalStock: q("inv-stock").dataset.value || "",
+    totalSold: q("inv-sold").dataset.value || "",
+    soldOut: q("inv-sold-out").dataset.value || "",
+    rows: [...document.querySelectorAll("#top-rows tr[data-id]")].map(tr => tr.dataset.id),
+    top: state.top.map(p => String(p.id)),
+    others: q("others").textContent,
+    tableRows: document.querySelectorAll("tr").length,
   };
 })()`
 
@@ -134,8 +155,13 @@ func TestDashboardInBrowser(t *testing.T) {
 		before = p
 		return err == nil && p.Sold > 0
 	})
+	// The page lists a product once the dashboard's seconds have its
+	// orders, a second or so after they were placed.
 	polls := browsertest.Eval[shown](b, readPage).Polls
-	b.WaitTrue(fmt.Sprintf(`Number(document.body.dataset.polls) >= %d`, polls+2), 20*time.Second, func() string { return "the page stopped polling" })
+	b.WaitTrue(fmt.Sprintf(`Number(document.body.dataset.polls) >= %d && document.body.dataset.selected === "1"`, polls+2), 20*time.Second,
+		func() string {
+			return fmt.Sprintf("the page stopped polling, or never listed product 1: %+v", browsertest.Eval[shown](b, readPage))
+		})
 	during := browsertest.Eval[shown](b, readPage)
 	after, err := apiProduct(urls[1], id)
 	if err != nil {
@@ -173,7 +199,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		if i > 0 {
 			b.Navigate(u + "/dashboard")
 		}
-		want := fmt.Sprintf(`(() => { const p = %s; return p.stock === "%d" && p.sold === "%d" && p.points >= 2 && p.soldLine >= 2 && p.orderBars >= 1 && p.outcomeBar >= 1 && p.created === %d; })()`,
+		want := fmt.Sprintf(`(() => { const p = %s; return p.stock === "%d" && p.sold === "%d" && p.points >= 2 && p.soldLine >= 2 && p.orderBars >= 1 && p.outcomeBar >= 1 && p.created === %d && p.products === "1" && p.totalSold === "%[3]d" && p.rows.join() === "1"; })()`,
 			readPage, final.Stock, final.Sold, res.rep.Created)
 		b.WaitTrue(want, 20*time.Second, func() string {
 			return fmt.Sprintf("replica %d's page shows %+v; want stock %d, sold %d, charts drawn and %d purchases counted",
@@ -184,4 +210,121 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 	}
 	b.Screenshot(browsertest.ScreenshotPath(t, "dashboard.png"))
+}
+
+// The page with 64 products, then 2,000, a few hundred of them sold: the
+// totals tiles show the database's sums, the table the TopN of the last
+// poll, in its order, with the product sold most far ahead at the top,
+// and one line for the others, so the document holds a dozen rows, not
+// thousands.
+func TestDashboardManyProductsInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: headless Chromium")
+	}
+	urls := serveReplicas(t, 1)
+	api := apiclient.New(http.DefaultClient, urls[0], adminToken)
+	ctx := context.Background()
+	b := browsertest.Start(t, 1280, 900)
+	b.Navigate(urls[0] + "/dashboard")
+	b.WaitTrue(`Number(document.body.dataset.polls) >= 1`, 20*time.Second, func() string { return "the page never polled its data" })
+
+	var ids []int64
+	users, created := 0, 0
+	for _, n := range []int{64, 2000} {
+		// Products up to n, each with a stock of 5 to 14.
+		for len(ids) < n {
+			p, err := api.CreateProduct(ctx, fmt.Sprintf("product %d of the sale", len(ids)+1), int64(5+len(ids)%10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, p.ID)
+		}
+		// The first product sells out (ten buyers for its stock of 5),
+		// the next 29 sell 1 or 2 each, and a long tail of n/8 once:
+		// the first is far ahead of the others in every second.
+		var sales []int64
+		for range 10 {
+			sales = append(sales, ids[0])
+		}
+		for i := 1; i < 30; i++ {
+			sales = append(sales, ids[i])
+			if i%3 == 0 {
+				sales = append(sales, ids[i])
+			}
+		}
+		for i := 30; i < 30+n/8; i++ {
+			sales = append(sales, ids[i])
+		}
+		created += buy(t, api, sales, &users)
+
+		var list struct{ Products []apiclient.Product }
+		if err := api.Do(ctx, "list products", http.MethodGet, "/api/v1/products", nil, &list); err != nil {
+			t.Fatal(err)
+		}
+		var stock, sold, soldOut int64
+		for _, p := range list.Products {
+			stock, sold = stock+p.Stock, sold+p.Sold
+			if p.Stock == 0 {
+				soldOut++
+			}
+		}
+		want := fmt.Sprintf(`(() => { const p = %s; return p.products === "%d" && p.totalStock === "%d" && p.totalSold === "%d" && p.soldOut === "%d" && p.rows.length === %d && p.rows.join() === p.top.join() && p.rows[0] === "%d" && p.others.startsWith("and %s more products: stock ") && p.created === %d; })()`,
+			readPage, len(list.Products), stock, sold, soldOut, dashboard.TopN, ids[0], thousands(n-dashboard.TopN), created)
+		b.WaitTrue(want, 20*time.Second, func() string {
+			return fmt.Sprintf("with %d products the page shows %+v; want %d products, stock %d, sold %d, %d sold out, %d rows led by product %d, the others' line and %d purchases counted",
+				n, browsertest.Eval[shown](b, readPage), len(list.Products), stock, sold, soldOut, dashboard.TopN, ids[0], created)
+		})
+		got := browsertest.Eval[shown](b, readPage)
+		if got.TableRows > dashboard.TopN+5 {
+			t.Errorf("with %d products the document has %d table rows; want the header, %d products and the others' line", n, got.TableRows, dashboard.TopN)
+		}
+		t.Logf("%d products: %s", n, got.Others)
+		b.Screenshot(browsertest.ScreenshotPath(t, fmt.Sprintf("dashboard-%d.png", n)))
+	}
+}
+
+// buy sells one item of each of the products in sales to a new user
+// each, 8 at a time, and returns how many were sold; a product sold out
+// answers sold_out, which is fine.
+func buy(t *testing.T, api *apiclient.Client, sales []int64, users *int) int {
+	t.Helper()
+	var wg sync.WaitGroup
+	var created atomic.Int64
+	errs := make(chan error, len(sales))
+	next := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for i := range next {
+				_, err := api.Purchase(context.Background(), sales[i], fmt.Sprintf("buyer-%d", *users+i))
+				var e *apiclient.Error
+				switch {
+				case err == nil:
+					created.Add(1)
+				case !errors.As(err, &e) || e.Code != "sold_out":
+					errs <- err
+				}
+			}
+		})
+	}
+	for i := range sales {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	*users += len(sales)
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	return int(created.Load())
+}
+
+// thousands writes n with a comma between groups of three digits, as the
+// page does.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

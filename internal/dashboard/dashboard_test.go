@@ -5,6 +5,8 @@ import (
 	"math"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,8 +94,11 @@ func TestSharedTimeline(t *testing.T) {
 	if got.Scope != "shared" {
 		t.Errorf("scope: got %q, want shared", got.Scope)
 	}
-	if len(got.Products) != 1 || got.Products[0].Stock != 6 || got.Products[0].Sold != 4 {
-		t.Errorf("products: got %+v, want one with stock 6, sold 4 (the database's)", got.Products)
+	if len(got.Top) != 1 || got.Top[0].Stock != 6 || got.Top[0].Sold != 4 || got.Top[0].Orders != 4 {
+		t.Errorf("top: got %+v, want one product with stock 6, sold 4 (the database's) and 4 orders", got.Top)
+	}
+	if want := (dashboard.Inventory{Products: 1, Stock: 6, Sold: 4}); got.Inventory != want || got.Others != (dashboard.Inventory{}) {
+		t.Errorf("inventory %+v, others %+v; want %+v and none", got.Inventory, got.Others, want)
 	}
 	secs := got.Seconds
 	if n := sum(secs, func(s dashboard.Second) int64 { return s.Outcomes["created"] }); n != 4 {
@@ -126,8 +131,8 @@ func TestSharedTimeline(t *testing.T) {
 		}
 		replicas = max(replicas, s.Replicas)
 	}
-	if orders != 4 || replicas != 2 {
-		t.Errorf("orders: got %d from %d replicas, want 4 from 2", orders, replicas)
+	if all := sum(secs, func(s dashboard.Second) int64 { return s.Orders }); orders != 4 || all != 4 || replicas != 2 {
+		t.Errorf("orders: got %d of the product and %d in all from %d replicas, want 4, 4 from 2", orders, all, replicas)
 	}
 }
 
@@ -202,5 +207,79 @@ func TestQuantile(t *testing.T) {
 	}
 	if got := dashboard.Quantile(0.5, counts()); got != nil {
 		t.Errorf("no waits: got %v, want nil", *got)
+	}
+}
+
+// hgetalls is how many HGETALLs the Redis server has run since the last
+// call: a poll's reads of the seconds.
+func hgetalls(t *testing.T, r *redistest.Server) int {
+	t.Helper()
+	ctx := context.Background()
+	c := r.Client()
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, stats, ok := strings.Cut(info, "cmdstat_hgetall:calls=")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(stats[:strings.IndexByte(stats, ',')])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A poll reads every second of the window from Redis once; the next reads
+// only the seconds a replica may still write, and sees what was written
+// to them since, with the older seconds as the first poll read them.
+func TestPollReadsOnlyUnsettledSeconds(t *testing.T) {
+	r := redistest.Start(t)
+	st, id := openStore(t, 0)
+	var clock atomic.Int64
+	start := time.Now().Unix()
+	clock.Store(start)
+	a, c := dashboard.New(), dashboard.New()
+	for _, d := range []*dashboard.Dashboard{a, c} {
+		dashboard.SetClock(d, func() time.Time { return time.Unix(clock.Load(), 0) })
+		d.Start(r.Client(), st, nil)
+		t.Cleanup(d.Close)
+	}
+	// Orders in the first second and 20 s later, written as each ends.
+	key := strconv.FormatInt(id, 10)
+	a.OrdersPlaced(id, 3)
+	clock.Add(20)
+	a.OrdersPlaced(id, 4)
+	clock.Add(1)
+	poll.Eventually(t, 10*time.Second, "a to write both seconds", func() bool {
+		n, err := r.Client().Exists(context.Background(), dashboard.KeyPrefix+strconv.FormatInt(start+20, 10)).Result()
+		return err == nil && n == 1
+	})
+
+	hgetalls(t, r)
+	first := data(t, c)
+	if n := hgetalls(t, r); n != int(dashboard.Window.Seconds())+1 {
+		t.Errorf("the first poll read %d seconds, want the window's %d", n, int(dashboard.Window.Seconds())+1)
+	}
+	// One more order, in the second that just ended, which the first poll
+	// read as it was then.
+	clock.Add(-1)
+	a.OrdersPlaced(id, 5)
+	clock.Add(1)
+	a.Close()
+	second := data(t, c)
+	if n := hgetalls(t, r); n > 10 {
+		t.Errorf("the second poll read %d seconds, want the few a replica may still write", n)
+	}
+	for i, got := range []*dashboard.Data{first, second} {
+		want := []int64{7, 12}[i]
+		inSeconds := sum(got.Seconds, func(s dashboard.Second) int64 { return s.Products[key].Orders })
+		if len(got.Top) != 1 || got.Top[0].Orders != want || inSeconds != want {
+			t.Errorf("poll %d: got top %+v and %d orders in the seconds, want %d orders of product %d", i+1, got.Top, inSeconds, want, id)
+		}
 	}
 }

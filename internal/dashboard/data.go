@@ -1,8 +1,10 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -23,8 +25,17 @@ type Data struct {
 	WindowSeconds int `json:"window_seconds"`
 	// WaitBuckets are the upper bounds, in seconds, of Second.Wait.
 	WaitBuckets []float64 `json:"wait_buckets"`
-	// Products are read from the shared database for this answer.
-	Products []Product `json:"products"`
+	// Inventory sums every product, as the shared database has them for
+	// this answer: Top's sums plus Others.
+	Inventory Inventory `json:"inventory"`
+	// Top are the products with the most orders in the last Window (the
+	// hottest of the sale), at most TopN, most first, ties by id, each as
+	// the database has it for this answer. A product with no order in the
+	// window is not among them.
+	Top []Product `json:"top"`
+	// Others sums the products not in Top, read just after them: each
+	// product counts once, in Top or here, as one read found it.
+	Others Inventory `json:"others"`
 	// Seconds are the seconds from the one asked for to now that have
 	// anything in them, oldest first. The current second is not complete
 	// yet, nor the one before it until every replica has written it.
@@ -33,12 +44,32 @@ type Data struct {
 	Totals Totals `json:"totals"`
 }
 
-// Product is a product as the database has it now.
+// Inventory sums a set of products.
+type Inventory struct {
+	Products int64 `json:"products"`
+	Stock    int64 `json:"stock"`
+	Sold     int64 `json:"sold"`
+	// SoldOut counts the products with no stock left.
+	SoldOut int64 `json:"sold_out"`
+}
+
+func inventory(i seckill.Inventory) Inventory {
+	return Inventory{Products: i.Products, Stock: i.Stock, Sold: i.Sold, SoldOut: i.SoldOut}
+}
+
+// Product is one of Top: as the database has it now, and its orders in
+// the window.
 type Product struct {
 	ID    int64  `json:"id"`
 	Name  string `json:"name"`
 	Stock int64  `json:"stock"`
 	Sold  int64  `json:"sold"`
+	// Orders counts the product's orders in the last Window, summed over
+	// the seconds in which it was among a replica's sampleTop busiest. A
+	// second in which sampleTop others sold as much or more on that
+	// replica is left out, so it is a lower bound, exact for the hot
+	// products of a skewed sale.
+	Orders int64 `json:"orders"`
 }
 
 // Second is one second of the timeline.
@@ -58,7 +89,11 @@ type Second struct {
 	WaitP99       *float64 `json:"wait_p99"`
 	FenceRejected int64    `json:"fence_rejected"`
 	LeasesLost    int64    `json:"leases_lost"`
-	// Products are the products sold in this second, by id.
+	// Orders counts the orders committed in this second, every product.
+	Orders int64 `json:"orders"`
+	// Products are, by id, the products sold in this second that were
+	// among a replica's sampleTop busiest of the second; a product is
+	// here with the orders of the replicas where it was.
 	Products map[string]ProductSecond `json:"products,omitempty"`
 }
 
@@ -80,8 +115,10 @@ type Totals struct {
 	LeasesLost    int64            `json:"leases_lost"`
 }
 
-// Data reads the products from the database and the seconds from since
-// (at most Window ago) to now (handlers.Dashboard).
+// Data reads the seconds of the window, ranks the products by their
+// orders in it, and reads the TopN and the sums over the others from the
+// database (handlers.Dashboard). Its Seconds go from since (at most
+// Window ago) to now.
 func (d *Dashboard) Data(ctx context.Context, since time.Time) (any, error) {
 	if d.sink == nil {
 		return nil, fmt.Errorf("dashboard: not started")
@@ -89,25 +126,86 @@ func (d *Dashboard) Data(ctx context.Context, since time.Time) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, ioTimeout)
 	defer cancel()
 	now := d.now()
-	from := max(since.Unix(), now.Add(-Window).Unix())
-	products, err := d.products.Products(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("dashboard: %w", err)
-	}
-	seconds, err := d.sink.read(ctx, from, now.Unix())
+	start := now.Add(-Window).Unix()
+	stored, err := d.window(ctx, start, now.Unix())
 	if err != nil {
 		return nil, err
 	}
+	ids, orders := hottest(stored, TopN)
+	top, err := d.products.ProductsByID(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: %w", err)
+	}
+	others, err := d.products.Inventory(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: %w", err)
+	}
 	out := &Data{Now: now.UnixMilli(), Scope: "replica", WindowSeconds: int(Window.Seconds()), WaitBuckets: WaitBuckets,
-		Products: make([]Product, len(products)), Seconds: []Second{}}
+		Top: make([]Product, 0, len(top)), Others: inventory(others)}
 	if d.Shared() {
 		out.Scope = "shared"
 	}
-	for i, p := range products {
-		out.Products[i] = Product{ID: p.ID, Name: p.Name, Stock: p.Stock, Sold: p.Sold}
+	all := others
+	byID := make(map[int64]*seckill.Product, len(top))
+	for _, p := range top {
+		byID[p.ID] = p
+		all.Add(p)
 	}
-	out.Seconds, out.Totals = decode(seconds)
+	out.Inventory = inventory(all)
+	for _, id := range ids {
+		if p, ok := byID[id]; ok {
+			out.Top = append(out.Top, Product{ID: p.ID, Name: p.Name, Stock: p.Stock, Sold: p.Sold, Orders: orders[id]})
+		}
+	}
+	from := max(since.Unix(), start)
+	for t := range stored {
+		if t < from {
+			delete(stored, t)
+		}
+	}
+	out.Seconds, out.Totals = decode(stored)
 	return out, nil
+}
+
+// window returns the stored fields of every second from start to now
+// that has any: those settled, from d.settled, and the others read.
+func (d *Dashboard) window(ctx context.Context, start, now int64) (map[int64]map[string]int64, error) {
+	kept, next := d.settled.get(start)
+	read, err := d.sink.read(ctx, next, now)
+	if err != nil {
+		return nil, err
+	}
+	d.settled.put(read, now-1-int64(settleAfter.Seconds()))
+	for t, fields := range read {
+		kept[t] = fields
+	}
+	return kept, nil
+}
+
+// hottest returns the ids of the (at most) n products with the most
+// orders in the stored seconds, most first, ties by id, and their orders.
+func hottest(stored map[int64]map[string]int64, n int) ([]int64, map[int64]int64) {
+	orders := map[int64]int64{}
+	for _, fields := range stored {
+		for f, v := range fields {
+			if !strings.HasPrefix(f, fieldOrders) {
+				continue
+			}
+			if id, err := strconv.ParseInt(f[len(fieldOrders):], 10, 64); err == nil {
+				orders[id] += v
+			}
+		}
+	}
+	ids := slices.Collect(maps.Keys(orders))
+	slices.SortFunc(ids, func(x, y int64) int {
+		return cmp.Or(cmp.Compare(orders[y], orders[x]), cmp.Compare(x, y))
+	})
+	ids = ids[:min(n, len(ids))]
+	top := make(map[int64]int64, len(ids))
+	for _, id := range ids {
+		top[id] = orders[id]
+	}
+	return ids, top
 }
 
 // decode turns the stored fields into Seconds, oldest first, and their
@@ -138,6 +236,8 @@ func decode(stored map[int64]map[string]int64) ([]Second, Totals) {
 				s.FenceRejected = v
 			case f == fieldLost:
 				s.LeasesLost = v
+			case f == fieldOrdersAll:
+				s.Orders = v
 			case strings.HasPrefix(f, fieldReplica):
 				s.Replicas++
 			case strings.HasPrefix(f, fieldOrders), strings.HasPrefix(f, fieldStock), strings.HasPrefix(f, fieldSold):

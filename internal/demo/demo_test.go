@@ -380,8 +380,9 @@ func TestDemoKeepServesTheDashboard(t *testing.T) {
 	defer cancel()
 	keepRE := regexp.MustCompile(`the dashboard is at (http://127\.0\.0\.1:\d+)/dashboard; Ctrl-C to stop`)
 	type dashboardData struct {
-		Products []struct{ Stock, Sold int64 }
-		Totals   struct{ Outcomes map[string]int64 }
+		Top       []struct{ Stock, Sold int64 }
+		Inventory struct{ Products, Stock, Sold, SoldOut int64 }
+		Totals    struct{ Outcomes map[string]int64 }
 	}
 	type seen struct {
 		page string
@@ -437,8 +438,8 @@ func TestDemoKeepServesTheDashboard(t *testing.T) {
 		if !strings.Contains(v.page, "<title>seckill: live sale</title>") {
 			t.Errorf("GET /dashboard is not the dashboard page: %.200q", v.page)
 		}
-		if p := v.data.Products; len(p) != 1 || p[0].Stock != 0 || p[0].Sold != 50 {
-			t.Errorf("dashboard data: got products %+v, want the one sold out: stock 0, sold 50", p)
+		if p, inv := v.data.Top, v.data.Inventory; len(p) != 1 || p[0].Stock != 0 || p[0].Sold != 50 || inv.Products != 1 || inv.Sold != 50 {
+			t.Errorf("dashboard data: got top %+v, inventory %+v; want the one product, sold out: stock 0, sold 50", p, inv)
 		}
 		if n := v.data.Totals.Outcomes["created"]; n != 50 {
 			t.Errorf("dashboard data: got %d purchases created over the seconds, want 50", n)

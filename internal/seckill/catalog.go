@@ -38,6 +38,18 @@ func (c catalog) Products(ctx context.Context) ([]*Product, error) {
 	return c.store.Products(ctx)
 }
 
+// ProductsByID returns the products with these ids, by id; an id with no
+// product is left out. One read of the store, whose cost follows the ids.
+func (c catalog) ProductsByID(ctx context.Context, ids []int64) ([]*Product, error) {
+	return c.store.ProductsByID(ctx, ids)
+}
+
+// Inventory sums every product but those whose ids are in except: one sum
+// computed by the database.
+func (c catalog) Inventory(ctx context.Context, except []int64) (Inventory, error) {
+	return c.store.Inventory(ctx, except)
+}
+
 // Orders returns a page of a product's orders.
 func (c catalog) Orders(ctx context.Context, productID int64, q OrderQuery) (*OrderList, error) {
 	if err := ValidateProductID(productID); err != nil {

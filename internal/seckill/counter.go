@@ -219,6 +219,51 @@ func (b *counterBook) Products(ctx context.Context) ([]*Product, error) {
 	return ps, nil
 }
 
+// ProductsByID returns the products with these ids, by id, each with its
+// counter's numbers: one read of the database and one pipelined read of
+// the counters, both as many rows as ids.
+func (b *counterBook) ProductsByID(ctx context.Context, ids []int64) ([]*Product, error) {
+	ps, err := b.store.ProductsByID(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.overlay(ctx, ps); err != nil {
+		return nil, err
+	}
+	return ps, nil
+}
+
+// Inventory sums every product but those whose ids are in except, with
+// their counters' numbers. The database's stock and sold are the supply a
+// counter was built from, not the sales since, and Redis keeps no sum of
+// the counters, so it reads every product and its counter: unlike the
+// other designs' sum in the database, its cost grows with the number of
+// products (as Products' does).
+func (b *counterBook) Inventory(ctx context.Context, except []int64) (Inventory, error) {
+	all, err := b.store.Products(ctx)
+	if err != nil {
+		return Inventory{}, err
+	}
+	skip := make(map[int64]bool, len(except))
+	for _, id := range except {
+		skip[id] = true
+	}
+	ps := all[:0]
+	for _, p := range all {
+		if !skip[p.ID] {
+			ps = append(ps, p)
+		}
+	}
+	if err := b.overlay(ctx, ps); err != nil {
+		return Inventory{}, err
+	}
+	var inv Inventory
+	for _, p := range ps {
+		inv.Add(p)
+	}
+	return inv, nil
+}
+
 // overlay replaces the products' stock and sold count, as recorded in the
 // database, with their counters', building those that are missing.
 func (b *counterBook) overlay(ctx context.Context, ps []*Product) error {

@@ -22,6 +22,8 @@ type sale interface {
 	Product(ctx context.Context, id int64) (*seckill.Product, error)
 	Restock(ctx context.Context, id, stock int64) (*seckill.Product, error)
 	Purchase(ctx context.Context, productID int64, userID string) (*seckill.Order, error)
+	ProductsByID(ctx context.Context, ids []int64) ([]*seckill.Product, error)
+	Inventory(ctx context.Context, except []int64) (seckill.Inventory, error)
 }
 
 // replica is one design built on e's Redis and database with handles of
@@ -111,6 +113,57 @@ func TestDesignAnswers(t *testing.T) {
 			}
 			if rec.outcome(seckill.OutcomeCreated) != 2 || rec.outcome(seckill.OutcomeSoldOut) != 1 {
 				t.Errorf("recorded outcomes: got %v, want 2 created and 1 sold out", rec.outcomes)
+			}
+		})
+	}
+}
+
+// The dashboard's reads, ProductsByID and Inventory, give each design's
+// numbers, as Product does: in the counter designs, the counters', where
+// the database's stock and sold are the supply the counters were built
+// from and stay as created through the sale.
+func TestDesignsReadProductsAsTheySellThem(t *testing.T) {
+	for _, design := range designs {
+		t.Run(design, func(t *testing.T) {
+			e := newEnv(t)
+			r := e.replica(design, seckill.Options{})
+			ctx := context.Background()
+			var ids []int64
+			for _, stock := range []int64{3, 1, 2} {
+				p, err := r.CreateProduct(ctx, "phone", stock)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, p.ID)
+			}
+			a, b := ids[0], ids[1]
+			for _, id := range []int64{a, b} {
+				if _, err := r.Purchase(ctx, id, "alice"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.flush()
+			got, err := r.ProductsByID(ctx, []int64{b, a})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 2 || got[0].ID != a || got[0].Stock != 2 || got[0].Sold != 1 || got[1].ID != b || got[1].Stock != 0 || got[1].Sold != 1 {
+				var shown []seckill.Product
+				for _, p := range got {
+					shown = append(shown, *p)
+				}
+				t.Errorf("ProductsByID: got %+v, want a with stock 2, sold 1, then b with stock 0, sold 1", shown)
+			}
+			for _, tt := range []struct {
+				except []int64
+				want   seckill.Inventory
+			}{
+				{nil, seckill.Inventory{Products: 3, Stock: 4, Sold: 2, SoldOut: 1}},
+				{[]int64{a}, seckill.Inventory{Products: 2, Stock: 2, Sold: 1, SoldOut: 1}},
+			} {
+				if inv, err := r.Inventory(ctx, tt.except); err != nil || inv != tt.want {
+					t.Errorf("Inventory(except %v): got %+v, %v; want %+v", tt.except, inv, err, tt.want)
+				}
 			}
 		})
 	}

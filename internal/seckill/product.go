@@ -26,6 +26,25 @@ type Product struct {
 	Fence int64
 }
 
+// Inventory sums a set of products: how many there are, their stock, their
+// sold counts, and how many have no stock left.
+type Inventory struct {
+	Products int64
+	Stock    int64
+	Sold     int64
+	SoldOut  int64 // products whose stock is 0 or less
+}
+
+// Add counts p in i.
+func (i *Inventory) Add(p *Product) {
+	i.Products++
+	i.Stock += p.Stock
+	i.Sold += p.Sold
+	if p.Stock <= 0 {
+		i.SoldOut++
+	}
+}
+
 // Order is one item sold to one user.
 type Order struct {
 	ID        int64

@@ -15,6 +15,14 @@ type Store interface {
 	Product(ctx context.Context, id int64) (*Product, error)
 	// Products returns every product, by id.
 	Products(ctx context.Context) ([]*Product, error)
+	// ProductsByID returns the products with these ids, by id, in one
+	// read whose cost grows with len(ids), not with the number of
+	// products; an id with no product is left out.
+	ProductsByID(ctx context.Context, ids []int64) ([]*Product, error)
+	// Inventory sums every product but those whose ids are in except, in
+	// one read, so that a caller that read those by id can count every
+	// product once.
+	Inventory(ctx context.Context, except []int64) (Inventory, error)
 	// HasOrder reports whether userID already has an order for the product.
 	HasOrder(ctx context.Context, productID int64, userID string) (bool, error)
 	// Buyers returns which of userIDs have an order for the product.
