@@ -56,7 +56,7 @@ type grandchild struct {
 }
 
 func orphans(t *testing.T, control bool) {
-	if !procutil.ParentDeathSignal {
+	if !procutil.KillsWithParent() {
 		t.Skip("no parent-death signal on this OS: children are stopped by the normal clean-up only")
 	}
 	dir := t.TempDir()
@@ -166,7 +166,7 @@ func TestOrphanScenarioChild(t *testing.T) {
 		t.Skip("the child process of TestKilledTestLeavesNoChildren; runs only when started by it")
 	}
 	if os.Getenv(orphanNoPdeathsigEnv) != "" {
-		procutil.SetParentDeathSignal(false)
+		procutil.SetGuard(procutil.NoGuard)
 	}
 	c := newCluster(t, 1, sqlite)
 	r := c.replica("orphan", nil)
