@@ -1,6 +1,6 @@
 # The project's checks, as make targets; each is a script or a go command
 # that also runs on its own. `make help` lists them.
-.PHONY: help test test-short lint fuzz bench compose-check ci
+.PHONY: help test test-short lint cross-check fuzz bench compose-check ci
 
 FUZZTIME ?= 20000x
 BENCH ?= .
@@ -17,6 +17,9 @@ test-short: ## the fast inner loop: go test -short, without the multi-process su
 
 lint: ## gofmt, go vet and staticcheck on both modules
 	./scripts/lint.sh
+
+cross-check: ## go vet and go build for macOS, Windows and linux/arm64, without cgo (./scripts/cross-check.sh)
+	./scripts/cross-check.sh
 
 fuzz: ## every fuzz target for FUZZTIME inputs (default 20000x)
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh

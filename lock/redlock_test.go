@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -182,10 +181,8 @@ func TestRedlockFrozenNodeCostsOnlyTheNodeTimeout(t *testing.T) {
 	l := newRedlock(t, nodes, lock.Options{NodeTimeout: nodeTimeout, TTL: 2 * time.Second})
 	warm := mustAcquire(t, l, "warm") // connections to every node are open
 	release(t, warm)
-	if err := nodes[2].Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = nodes[2].Signal(syscall.SIGCONT) }()
+	nodes[2].Freeze()
+	defer func() { _ = nodes[2].Resume() }()
 
 	start := time.Now()
 	lk := mustAcquire(t, l, "res")
@@ -256,10 +253,8 @@ func TestWaitReplicasAcknowledgement(t *testing.T) {
 	release(t, lk)
 
 	// The replica stops acknowledging.
-	if err := replica.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = replica.Signal(syscall.SIGCONT) }()
+	replica.Freeze()
+	defer func() { _ = replica.Resume() }()
 	_, err := l.Acquire(ctx, "res")
 	if !errors.Is(err, lock.ErrNotReplicated) || !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("Acquire without an acknowledging replica = %v, want ErrNotReplicated", err)

@@ -333,6 +333,10 @@ func runNetRow(ctx context.Context, o options, rds *redisHandle, logger *slog.Lo
 	case errors.Is(err, fakeclock.ErrNoCompiler):
 		res.skip = "needs a C compiler (cc), to move a redis-server's clock"
 		return
+	case errors.Is(err, errors.ErrUnsupported):
+		// fakeclock outside Linux: the row cannot inject its fault here.
+		res.skip = "needs Linux (LD_PRELOAD), to move a redis-server's clock"
+		return
 	}
 	if err != nil {
 		res.err = err

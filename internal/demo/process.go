@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/app"
@@ -136,9 +135,9 @@ func (r *replicaProcess) waitReady(ctx context.Context) error {
 	}
 }
 
-// stop ends the process by its PID: SIGTERM, which shuts it down
-// gracefully within its shutdown timeout, then SIGKILL past that and
-// processGrace. A process that had already exited, or that exits with an
+// stop ends the process by its PID: SIGTERM (on Windows a CTRL_BREAK,
+// procutil.Terminate), which shuts it down gracefully within its shutdown
+// timeout, then a kill past that and processGrace. A process that had already exited, or that exits with an
 // error, is reported with the end of its output.
 func (r *replicaProcess) stop(shutdown time.Duration) error {
 	if r.killed {
@@ -149,7 +148,7 @@ func (r *replicaProcess) stop(shutdown time.Duration) error {
 		return fmt.Errorf("replica process %d exited before it was stopped: %v; its output ends:\n%s", r.proc.Pid(), r.proc.Wait(), r.out)
 	default:
 	}
-	_ = r.proc.Cmd.Process.Signal(syscall.SIGTERM)
+	_ = procutil.Terminate(r.proc.Cmd.Process)
 	t := time.NewTimer(shutdown + processGrace)
 	defer t.Stop()
 	select {

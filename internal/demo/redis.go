@@ -79,7 +79,7 @@ func startRedis(ctx context.Context, mode string, warn io.Writer) (*redisHandle,
 // startServer runs a redis-server child on a free loopback port, without
 // persistence, in its own process group: a Ctrl-C reaches only the demo,
 // which then stops the server itself. A demo killed outright takes the
-// server with it (redisproc starts it with a parent-death signal).
+// server with it (redisproc starts it with procutil's guard).
 func startServer(ctx context.Context) (*redisHandle, error) {
 	srv, err := redisproc.Start(ctx)
 	if err != nil {

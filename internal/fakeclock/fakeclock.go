@@ -17,6 +17,11 @@
 //
 // References: libfaketime's issue 130, "libfaketime clashes with
 // jemalloc" (github.com/wolfcw/libfaketime/issues/130), open since 0.9.7.
+//
+// Linux only: the library is loaded with LD_PRELOAD and calls Linux's
+// clock system calls by number. Elsewhere New returns an error wrapping
+// errors.ErrUnsupported, which the tests and the demo's matrix report as
+// a skip.
 package fakeclock
 
 import (
@@ -28,7 +33,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 )
@@ -52,6 +56,9 @@ type Clock struct {
 // New builds the library in a temporary directory and returns a Clock at
 // offset 0. Close removes the directory.
 func New() (*Clock, error) {
+	if err := supported(); err != nil {
+		return nil, err
+	}
 	cc, err := compiler()
 	if err != nil {
 		return nil, err
@@ -108,7 +115,7 @@ func (c *Clock) mapOffset() error {
 	if err := f.Truncate(8); err != nil {
 		return err
 	}
-	mem, err := syscall.Mmap(int(f.Fd()), 0, 8, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	mem, err := mapShared(f, 8)
 	if err != nil {
 		return fmt.Errorf("fakeclock: map the offset file: %w", err)
 	}
@@ -133,7 +140,7 @@ func (c *Clock) Offset() time.Duration { return time.Duration(atomic.LoadInt64(c
 // Close unmaps the offset and removes the library. Processes still
 // running with it keep their last offset.
 func (c *Clock) Close() error {
-	err := syscall.Munmap(c.mem)
+	err := unmap(c.mem)
 	c.mem, c.offset = nil, nil
 	return errors.Join(err, os.RemoveAll(c.dir))
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -248,6 +249,7 @@ func replicaThrough(t *testing.T, p *faultproxy.Proxy) *redistest.Server {
 // test's own, a replica it was told of (also one told of after it
 // connected, once its link carries bytes again), and "" for one it was not.
 func TestNamesTheProcessOfEachConnection(t *testing.T) {
+	skipUnlessNamed(t)
 	s := redistest.Start(t, noSyncDelay...)
 	var ps faultproxy.Processes
 	ps.Set(os.Getpid(), "test")
@@ -284,6 +286,7 @@ func TestNamesTheProcessOfEachConnection(t *testing.T) {
 // proxy (the replica has not got the write) while this test's own
 // commands, through the same proxy, are answered; Heal delivers it.
 func TestPartitionClientsHoldsOneProcess(t *testing.T) {
+	skipUnlessNamed(t)
 	m := redistest.Start(t, noSyncDelay...)
 	var ps faultproxy.Processes
 	ps.Set(os.Getpid(), "test")
@@ -316,5 +319,14 @@ func TestPartitionClientsHoldsOneProcess(t *testing.T) {
 	})
 	if st := p.Stats(); st.WaitingFor["replica"] != 0 || st.WaitingFor["test"] != 0 || st.Held == 0 {
 		t.Errorf("stats after the heal: got %+v, want nothing waiting and some bytes held", st)
+	}
+}
+
+// skipUnlessNamed skips a test that needs connections named by process,
+// which Processes can do only from Linux's /proc.
+func skipUnlessNamed(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("faultproxy: a connection's process is named from Linux's /proc only; skipped on " + runtime.GOOS)
 	}
 }

@@ -8,10 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/seckill-ref/seckill/internal/procutil"
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 )
 
@@ -48,11 +48,13 @@ func TestBadRedisConfigExitsWithOneLine(t *testing.T) {
 			for k, v := range env {
 				cmd.Env = append(cmd.Env, k+"="+v)
 			}
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			start := time.Now()
-			err := cmd.Run()
+			p, err := procutil.Start(cmd)
+			if err == nil {
+				err = p.Wait()
+			}
 			took := time.Since(start)
 			var exit *exec.ExitError
 			if ctx.Err() != nil || !errors.As(err, &exit) || exit.ExitCode() != 1 {

@@ -22,10 +22,13 @@
 //
 // A test binary killed before its clean-up (go test's -timeout, a CI
 // runner, a second Ctrl-C) takes its processes with it: they are started
-// by internal/procutil with a parent-death signal. TestKilledTestLeavesNoChildren
+// by internal/procutil, whose guard (a parent-death signal on Linux, a
+// lifeline watcher on macOS) kills them. TestKilledTestLeavesNoChildren
 // kills a child test process with SIGKILL while it buys from its own
-// replica and redis-server, and finds both gone; its control, with the
-// signal switched off, finds both still running and then kills them.
+// replica and redis-server, and finds both gone; its lifeline variant
+// does the same with the lifeline as the only guard, so that macOS's
+// mechanism is checked on Linux too; its control, with no guard, finds
+// both still running and then kills them.
 //
 // Faults are timed by what can be observed, never by sleeping: a number of
 // orders made (GET /api/v1/products/:id), a replica holding the product's

@@ -9,9 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,37 +26,47 @@ const (
 	// orphanChildEnv is the file the child writes its children's PIDs to;
 	// set, it makes TestOrphanScenarioChild run.
 	orphanChildEnv = "FAULTTEST_ORPHAN_CHILD"
-	// orphanNoPdeathsigEnv switches the parent-death signal off in the
-	// child: the negative control.
-	orphanNoPdeathsigEnv = "FAULTTEST_ORPHAN_NO_PDEATHSIG"
+	// orphanGuardEnv is the guard the child starts its processes with
+	// (procutil.Guard's String: "lifeline", or "none" for the negative
+	// control); unset, the default.
+	orphanGuardEnv = "FAULTTEST_ORPHAN_GUARD"
 	// seckillBinEnv hands the parent's seckill binary to the child, whose
 	// TestMain then builds nothing.
 	seckillBinEnv = "FAULTTEST_SECKILL_BIN"
 )
 
 // TestKilledTestLeavesNoChildren: after the test process is killed, its
-// redis-server and its replica are gone.
-func TestKilledTestLeavesNoChildren(t *testing.T) { orphans(t, false) }
+// redis-server and its replica are gone (procutil's default guard).
+func TestKilledTestLeavesNoChildren(t *testing.T) { orphans(t, procutil.DefaultGuard) }
 
-// TestKilledTestControlNoParentDeathSignalLeavesChildren: the same with
-// the parent-death signal off; both children outlive the killed test
-// process, which shows that the check above would see them. The test then
-// kills them itself, by PID.
-func TestKilledTestControlNoParentDeathSignalLeavesChildren(t *testing.T) { orphans(t, true) }
+// TestKilledTestLifelineLeavesNoChildren: the same with the lifeline as
+// the only guard (on Linux, no parent-death signal): each child's watcher
+// kills it once the test process is gone, and then exits. This is the
+// mechanism macOS relies on, checked wherever the suite runs.
+func TestKilledTestLifelineLeavesNoChildren(t *testing.T) { orphans(t, procutil.LifelineGuard) }
+
+// TestKilledTestControlNoGuardLeavesChildren: the same with no guard; both
+// children outlive the killed test process, which shows that the checks
+// above would see them. The test then kills them itself, by PID.
+func TestKilledTestControlNoGuardLeavesChildren(t *testing.T) { orphans(t, procutil.NoGuard) }
 
 // grandchild is one process the child test started, identified by PID and
 // start time, so that a recycled PID is never mistaken for it.
 type grandchild struct {
-	name  string // "redis" or "replica"
+	name  string // "redis", "replica", or "lifeline of" one of them
 	pid   int
-	start string // field 22 of /proc/<pid>/stat
+	start string // its start time, as procStat reads it
 	addr  string // where it serves, to show a survivor still answers
 }
 
-func orphans(t *testing.T, control bool) {
-	if !procutil.ParentDeathSignal {
-		t.Skip("no parent-death signal on this OS: children are stopped by the normal clean-up only")
+func orphans(t *testing.T, g procutil.Guard) {
+	if err := canInspect(); err != nil {
+		t.Skip(err)
 	}
+	if !procutil.KillsWithParent() {
+		t.Skip("procutil: no guard on this system: children are stopped by the normal clean-up only")
+	}
+	control := g == procutil.NoGuard
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "children")
 	logPath := filepath.Join(dir, "child.log")
@@ -71,8 +79,8 @@ func orphans(t *testing.T, control bool) {
 	// TMPDIR: the child's temporary files (its SQLite file, redis-server's
 	// directory, the replica's log) are in dir, which this test removes.
 	cmd.Env = append(os.Environ(), orphanChildEnv+"="+pidFile, seckillBinEnv+"="+seckillBin, "TMPDIR="+dir)
-	if control {
-		cmd.Env = append(cmd.Env, orphanNoPdeathsigEnv+"=1")
+	if g != procutil.DefaultGuard {
+		cmd.Env = append(cmd.Env, orphanGuardEnv+"="+g.String())
 	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	child, err := procutil.Start(cmd)
@@ -104,6 +112,19 @@ func orphans(t *testing.T, control bool) {
 	if err != nil {
 		t.Fatalf("waiting for the child's scenario: %v", err)
 	}
+	if g == procutil.LifelineGuard {
+		// Each child has its watcher, which must be gone too once it has
+		// done its work.
+		for _, k := range kids {
+			w := grandchild{name: "lifeline of " + k.name, pid: lifelineOf(k.pid)}
+			st, ok := procStat(w.pid)
+			if w.pid == 0 || !ok {
+				t.Fatalf("%s (pid %d) has no lifeline watcher running", k.name, k.pid)
+			}
+			w.start = st.start
+			kids = append(kids, w)
+		}
+	}
 	for _, k := range kids {
 		// Whatever happens below, nothing this test caused outlives it.
 		t.Cleanup(func() {
@@ -117,14 +138,15 @@ func orphans(t *testing.T, control bool) {
 	}
 	t.Logf("child test process pid %d started %s", child.Pid(), describe(kids))
 
-	if err := child.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := child.Cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = child.Wait()
 
 	if !control {
-		// The kernel signals the children while the killed process exits,
-		// so they are dying already; allow a loaded machine its time.
+		// The kernel signals the children while the killed process exits
+		// (the watchers, as soon as it has); allow a loaded machine its
+		// time.
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()
 		err := poll.Until(ctx, 10*time.Millisecond, func() (bool, error) {
@@ -135,14 +157,14 @@ func orphans(t *testing.T, control bool) {
 		}
 		return
 	}
-	// Control: without the signal nothing ends the children. Look for two
-	// seconds (SIGKILL takes milliseconds, so a signal would have shown),
-	// and check that they still serve.
+	// Control: without a guard nothing ends the children. Look for two
+	// seconds (a guard's SIGKILL takes milliseconds, so it would have
+	// shown), and check that they still serve.
 	ctx, cancel = context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	err = poll.Until(ctx, 10*time.Millisecond, func() (bool, error) {
 		if dead := len(kids) - len(living(kids)); dead > 0 {
-			return false, fmt.Errorf("%d of %s died with their parent, though the parent-death signal was off", dead, describe(kids))
+			return false, fmt.Errorf("%d of %s died with their parent, though they had no guard", dead, describe(kids))
 		}
 		return false, nil
 	})
@@ -154,7 +176,7 @@ func orphans(t *testing.T, control bool) {
 			t.Errorf("%s (pid %d) outlived its parent but does not answer: %v", k.name, k.pid, err)
 		}
 	}
-	t.Logf("as expected without the parent-death signal, still running after the kill: %s", describe(kids))
+	t.Logf("as expected without a guard, still running after the kill: %s", describe(kids))
 }
 
 // TestOrphanScenarioChild is the child of the orphan tests: it starts a
@@ -163,10 +185,16 @@ func orphans(t *testing.T, control bool) {
 func TestOrphanScenarioChild(t *testing.T) {
 	pidFile := os.Getenv(orphanChildEnv)
 	if pidFile == "" {
-		t.Skip("the child process of TestKilledTestLeavesNoChildren; runs only when started by it")
+		t.Skip("the child process of TestKilledTest*; runs only when started by it")
 	}
-	if os.Getenv(orphanNoPdeathsigEnv) != "" {
-		procutil.SetParentDeathSignal(false)
+	switch g := os.Getenv(orphanGuardEnv); g {
+	case "":
+	case procutil.LifelineGuard.String():
+		procutil.SetGuard(procutil.LifelineGuard)
+	case procutil.NoGuard.String():
+		procutil.SetGuard(procutil.NoGuard)
+	default:
+		t.Fatalf("%s=%q: not a guard", orphanGuardEnv, g)
 	}
 	c := newCluster(t, 1, sqlite)
 	r := c.replica("orphan", nil)
@@ -232,33 +260,6 @@ func readChildren(path string) ([]grandchild, error) {
 	return kids, sc.Err()
 }
 
-// stat is what the orphan test reads from /proc/<pid>/stat.
-type stat struct {
-	state string // R, S, D, T, Z...
-	start string // start time, in clock ticks since boot
-}
-
-// procStat reads /proc/<pid>/stat; ok is false when there is no such
-// process.
-func procStat(pid int) (stat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return stat{}, false
-	}
-	// "pid (comm) state ppid ...": comm may hold spaces and parentheses,
-	// so the fields are counted from the last ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return stat{}, false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return stat{}, false
-	}
-	return stat{state: f[0], start: f[19]}, true // fields 3 and 22
-}
-
 // alive reports whether k is still running: its PID exists, started at the
 // same time (not a recycled PID), and is not a zombie (dead, waiting for
 // whoever adopted it to reap it).
@@ -292,12 +293,16 @@ func serves(ctx context.Context, k grandchild) error {
 
 // killGrandchild ends k, if it is still running, with SIGKILL by PID, and
 // waits until it is gone. It is no longer our child, so it cannot be waited
-// for: its /proc entry is watched instead.
+// for: procStat watches it instead.
 func killGrandchild(k grandchild) error {
 	if !alive(k) {
 		return nil
 	}
-	if err := syscall.Kill(k.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+	p, err := os.FindProcess(k.pid)
+	if err == nil {
+		err = p.Kill()
+	}
+	if err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("kill %s (pid %d): %w", k.name, k.pid, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stopGrace)

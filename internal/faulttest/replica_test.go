@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -116,7 +115,7 @@ func (r *replica) start(port int, env map[string]string) error {
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group: a Ctrl-C in the terminal reaches the test,
 	// which stops the replica itself, by PID. A test binary killed before
-	// its clean-up takes the replica with it (the parent-death signal).
+	// its clean-up takes the replica with it (procutil's guard).
 	p, err := procutil.Start(cmd)
 	if err != nil {
 		return err
@@ -152,12 +151,23 @@ func (r *replica) waitReady(timeout time.Duration) error {
 	})
 }
 
-// signal sends sig to the replica's process (by PID, never by name).
-func (r *replica) signal(sig syscall.Signal) error {
+// pause freezes the replica's process where it is (SIGSTOP, by PID,
+// never by name) until resume. Where processes cannot be paused
+// (Windows) the error wraps errors.ErrUnsupported, and runSale skips the
+// scenario with it.
+func (r *replica) pause() error {
 	if !r.running() {
 		return fmt.Errorf("replica %s (pid %d) is not running", r.name, r.pid())
 	}
-	return r.cmd.Process.Signal(sig)
+	return procutil.Pause(r.cmd.Process)
+}
+
+// resume continues the replica's process after pause (SIGCONT).
+func (r *replica) resume() error {
+	if !r.running() {
+		return fmt.Errorf("replica %s (pid %d) is not running", r.name, r.pid())
+	}
+	return procutil.Resume(r.cmd.Process)
 }
 
 // kill is kill -9: a crash, with no release and no shutdown. It returns
@@ -166,8 +176,8 @@ func (r *replica) kill() error {
 	if !r.running() {
 		return nil
 	}
-	_ = r.cmd.Process.Signal(syscall.SIGCONT) // a stopped process is killed too, but say so
-	if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	_ = procutil.Resume(r.cmd.Process) // a paused process is killed too, but say so
+	if err := r.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
 	select {
@@ -178,15 +188,15 @@ func (r *replica) kill() error {
 	}
 }
 
-// stop ends the replica for clean-up: SIGCONT (a process stopped by a
-// scenario cannot act on anything else), SIGTERM, and SIGKILL if it has not
-// exited after stopGrace.
+// stop ends the replica for clean-up: resume (a process paused by a
+// scenario cannot act on anything else), SIGTERM (procutil.Terminate), and
+// a kill if it has not exited after stopGrace.
 func (r *replica) stop() error {
 	if r.cmd == nil || !r.running() {
 		return nil
 	}
-	_ = r.cmd.Process.Signal(syscall.SIGCONT)
-	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	_ = procutil.Resume(r.cmd.Process)
+	if err := procutil.Terminate(r.cmd.Process); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
 	select {
@@ -194,7 +204,7 @@ func (r *replica) stop() error {
 		return nil
 	case <-time.After(stopGrace):
 	}
-	_ = r.cmd.Process.Signal(syscall.SIGKILL)
+	_ = r.cmd.Process.Kill()
 	<-r.exited
 	return fmt.Errorf("replica %s (pid %d) ignored SIGTERM for %v; killed", r.name, r.pid(), stopGrace)
 }

@@ -3,7 +3,6 @@ package faulttest
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
@@ -49,25 +48,25 @@ func restartRedis(t *testing.T, db database, control bool) {
 	a, b, id, srv := h.a, h.b, h.id, h.c.redis[0]
 	var soldAtRestart int64
 	rep := h.run(func(ctx context.Context, before metrics) (bool, string, error) {
-		if err := a.signal(syscall.SIGSTOP); err != nil {
+		if err := a.pause(); err != nil {
 			return false, "", err
 		}
 		stoppedAt := time.Now()
 		s, ok := sold(ctx, b, id)
 		if !ok {
-			_ = a.signal(syscall.SIGCONT)
+			_ = a.resume()
 			return false, "", fmt.Errorf("read the product from %s", b.name)
 		}
 		soldAtRestart = s
 		if err := srv.Server.Restart(ctx); err != nil {
-			_ = a.signal(syscall.SIGCONT)
+			_ = a.resume()
 			return false, "", fmt.Errorf("restart redis-server: %w", err)
 		}
 		restarted := time.Since(stoppedAt)
 		// The sale resumes: b sells on the empty server.
 		werr := waitSold(ctx, b, id, s, 30*time.Second)
 		stopped := time.Since(stoppedAt)
-		if err := a.signal(syscall.SIGCONT); err != nil {
+		if err := a.resume(); err != nil {
 			return false, "", err
 		}
 		if werr != nil {

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -154,12 +153,12 @@ func failoverOnce(t *testing.T, wait int, control bool, res *failoverResult) boo
 		if err != nil {
 			return err
 		}
-		if err := a.signal(syscall.SIGSTOP); err != nil {
+		if err := a.pause(); err != nil {
 			return err
 		}
 		// From here on, a must be continued whatever happens.
 		err = failover(ctx, s, a, b, id, &o)
-		if cerr := a.signal(syscall.SIGCONT); err == nil {
+		if cerr := a.resume(); err == nil {
 			err = cerr
 		}
 		if err != nil {

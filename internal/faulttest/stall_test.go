@@ -3,7 +3,6 @@ package faulttest
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -75,20 +74,20 @@ func stallHolder(t *testing.T, db database, control bool) {
 // stopped just after it left the critical section, and the caller tries
 // again.
 func stallOnce(ctx context.Context, a, b *replica, id, s int64, before metrics, ttl time.Duration, control bool) (done bool, note string, err error) {
-	if err := a.signal(syscall.SIGSTOP); err != nil {
+	if err := a.pause(); err != nil {
 		return false, "", err
 	}
 	stoppedAt := time.Now()
 	soldAtStop, ok := sold(ctx, b, id)
 	if !ok {
-		_ = a.signal(syscall.SIGCONT)
+		_ = a.resume()
 		return false, "", fmt.Errorf("read the product from %s", b.name)
 	}
 	// The lease has to run out (TTL) before b can sell; the deadline is
 	// generous and is not an assertion on speed.
 	waitErr := waitSold(ctx, b, id, soldAtStop, ttl+20*time.Second)
 	stopped := time.Since(stoppedAt)
-	if err := a.signal(syscall.SIGCONT); err != nil {
+	if err := a.resume(); err != nil {
 		return false, "", err
 	}
 	if waitErr != nil {

@@ -3,7 +3,6 @@ package faulttest
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
@@ -123,11 +122,11 @@ func waitPausedHolds(ctx context.Context, r *replica, n float64) (metrics, error
 // two or more or, in the control, a product oversold. done is false when
 // the evidence does not come.
 func stallSeveralOnce(ctx context.Context, c *cluster, a, b *replica, before metrics, control bool) (done bool, note string, err error) {
-	if err := a.signal(syscall.SIGSTOP); err != nil {
+	if err := a.pause(); err != nil {
 		return false, "", err
 	}
 	stoppedAt := time.Now()
-	cont := func() error { return a.signal(syscall.SIGCONT) }
+	cont := a.resume
 	products, err := b.api().Products(ctx)
 	if err != nil {
 		_ = cont()

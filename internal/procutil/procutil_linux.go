@@ -7,9 +7,10 @@ import (
 	"syscall"
 )
 
-// ParentDeathSignal reports whether children die with this process even
-// when it is killed: true on Linux.
-const ParentDeathSignal = true
+// KillsWithParent reports whether the children Start guards with
+// DefaultGuard die with this process even when it is killed: true on
+// Linux, by the parent-death signal.
+func KillsWithParent() bool { return true }
 
 // run starts p.Cmd, reports the result on started, and waits for the
 // child.
@@ -21,17 +22,12 @@ const ParentDeathSignal = true
 // keeps it locked until the child has exited: the thread cannot end, nor be
 // handed to another goroutine that might lock it and end it, while the
 // child lives. The signal then fires when the whole process dies.
-func run(p *Process, pdeathsig bool, started chan<- error) {
+func run(p *Process, g Guard, started chan<- error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if pdeathsig {
+	ownGroup(p.Cmd)
+	if g == DefaultGuard {
 		p.Cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
-	if err := p.Cmd.Start(); err != nil {
-		started <- err
-		return
-	}
-	started <- nil
-	p.err = p.Cmd.Wait()
-	close(p.done)
+	startAndWait(p, g == LifelineGuard, started)
 }

@@ -3,10 +3,14 @@
 package procutil_test
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -99,4 +103,43 @@ func TestThreadExitDoesNotKillChild(t *testing.T) {
 		t.Fatalf("the child started by Start died with the thread: %v", viaStart.Wait())
 	case <-time.After(time.Second):
 	}
+}
+
+// watcherOf finds the lifeline watcher of the child pid by its command
+// line (its last two arguments are "procutil-lifeline" and pid), in
+// /proc; 0 if there is none.
+func watcherOf(t *testing.T, pid int) int {
+	t.Helper()
+	want := []byte("\x00procutil-lifeline\x00" + strconv.Itoa(pid) + "\x00")
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		w, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.HasSuffix(cmdline, want) {
+			return w
+		}
+	}
+	return 0
+}
+
+// running reports whether pid is a running process: it exists and is not
+// a zombie (dead, waiting for whoever adopted it to reap it).
+func running(pid int) bool {
+	if pid == 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// "pid (comm) state ...": comm may hold spaces and parentheses.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && f[0] != "Z"
 }

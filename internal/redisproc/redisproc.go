@@ -21,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/seckill-ref/seckill/internal/procutil"
@@ -120,7 +119,7 @@ func (s *Server) start(ctx context.Context) error {
 	cmd.Stdout, cmd.Stderr = out, out
 	// Own process group: a Ctrl-C in the terminal reaches us, and we stop the
 	// server ourselves, by PID. If we are killed instead, the server dies
-	// with us (procutil's parent-death signal).
+	// with us (procutil's guard).
 	p, err := procutil.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("redisproc: start redis-server: %w", err)
@@ -189,14 +188,17 @@ func Ping(ctx context.Context, addr string) error {
 	return nil
 }
 
-// Stop ends the server with SIGTERM and waits for it to exit (SIGKILL after
-// five seconds). Stopping a stopped server is a no-op.
-func (s *Server) Stop() error { return s.end(syscall.SIGTERM, 5*time.Second) }
+// Stop ends the server with SIGTERM (procutil.Terminate) and waits for it
+// to exit (killed after five seconds). Stopping a stopped server is a
+// no-op.
+func (s *Server) Stop() error { return s.end("SIGTERM", procutil.Terminate, 5*time.Second) }
 
 // Kill ends the server with SIGKILL, like a crash, and waits for it to exit.
-func (s *Server) Kill() error { return s.end(syscall.SIGKILL, 5*time.Second) }
+func (s *Server) Kill() error { return s.end("SIGKILL", (*os.Process).Kill, 5*time.Second) }
 
-func (s *Server) end(sig syscall.Signal, grace time.Duration) error {
+// end ends the server with how (named what, for the error) and waits for
+// it to exit, killing it after grace.
+func (s *Server) end(what string, how func(*os.Process) error, grace time.Duration) error {
 	s.mu.Lock()
 	cmd, exited := s.cmd, s.exited
 	s.mu.Unlock()
@@ -208,9 +210,10 @@ func (s *Server) end(sig syscall.Signal, grace time.Duration) error {
 		return nil
 	default:
 	}
-	// A stopped (SIGSTOP) process must be continued to act on SIGTERM.
-	_ = cmd.Process.Signal(syscall.SIGCONT)
-	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	// A paused process must be resumed to act on SIGTERM; where pausing
+	// is not supported, nothing was paused.
+	_ = procutil.Resume(cmd.Process)
+	if err := how(cmd.Process); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
 	t := time.NewTimer(grace)
@@ -221,7 +224,7 @@ func (s *Server) end(sig syscall.Signal, grace time.Duration) error {
 	case <-t.C:
 		_ = cmd.Process.Kill()
 		<-exited
-		return fmt.Errorf("redisproc: redis-server pid %d ignored %v for %v; killed", cmd.Process.Pid, sig, grace)
+		return fmt.Errorf("redisproc: redis-server pid %d ignored %s for %v; killed", cmd.Process.Pid, what, grace)
 	}
 }
 
@@ -235,14 +238,21 @@ func (s *Server) Restart(ctx context.Context) error {
 	return s.start(ctx)
 }
 
-// Signal sends sig (SIGSTOP, SIGCONT) to the running server.
-func (s *Server) Signal(sig syscall.Signal) error {
+// Pause stops the running server where it is (SIGSTOP): its connections
+// stay open and it answers nothing until Resume. Where processes cannot be
+// paused (Windows) the error wraps errors.ErrUnsupported.
+func (s *Server) Pause() error { return s.signal(procutil.Pause) }
+
+// Resume continues a server stopped by Pause (SIGCONT).
+func (s *Server) Resume() error { return s.signal(procutil.Resume) }
+
+func (s *Server) signal(f func(*os.Process) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil || s.cmd.Process == nil {
 		return errors.New("redisproc: not running")
 	}
-	return s.cmd.Process.Signal(sig)
+	return f(s.cmd.Process)
 }
 
 // Close stops the server and removes its working directory.

@@ -6,7 +6,9 @@
 //
 // The browser runs with a fresh profile directory of its own, and every
 // process started with that directory (the browser and its zygote,
-// renderer, GPU and network children) is gone when the test ends.
+// renderer, GPU and network children) is gone when the test ends. Those
+// processes are found in /proc on Linux and with ps on other Unix systems;
+// on Windows they are not looked for (Processes says so).
 package browsertest
 
 import (
@@ -17,8 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +27,28 @@ import (
 
 // Names of the Chromium binary, in the order they are looked for on PATH.
 var binaries = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
+
+// Where macOS keeps the binaries of Chromium and Google Chrome, which are
+// app bundles, not on PATH; looked at after PATH.
+var bundles = []string{
+	"/Applications/Chromium.app/Contents/MacOS/Chromium",
+	"/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+}
+
+// chromium is the path of the first Chromium found, or "".
+func chromium() string {
+	for _, name := range binaries {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	for _, p := range bundles {
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
 
 // Browser is one Chromium and one tab in it.
 type Browser struct {
@@ -39,15 +61,9 @@ type Browser struct {
 // the window's, in CSS pixels: the size of the screenshots.
 func Start(t testing.TB, width, height int) *Browser {
 	t.Helper()
-	path := ""
-	for _, name := range binaries {
-		if p, err := exec.LookPath(name); err == nil {
-			path = p
-			break
-		}
-	}
+	path := chromium()
 	if path == "" {
-		t.Fatal("no Chromium on PATH: install it (Debian: apt-get install chromium; scripts/test.sh does it)")
+		t.Fatal("no Chromium on PATH or in /Applications: install it (Debian: apt-get install chromium; macOS: brew install --cask chromium; scripts/test.sh does it)")
 	}
 	// Registered first, so removed last: after the processes using it.
 	dataDir := t.TempDir()
@@ -86,12 +102,22 @@ func Start(t testing.TB, width, height int) *Browser {
 }
 
 // stopLeftovers kills whatever still runs with the profile directory, and
-// fails the test if something still does after a few seconds.
+// fails the test if something still does after a few seconds. Where the
+// processes cannot be listed, the browser's own end is all there is.
 func (b *Browser) stopLeftovers() {
 	deadline := time.Now().Add(5 * time.Second)
 	quiet := 0
 	for quiet < 3 {
-		if processesUsing(b.dataDir, syscall.SIGKILL) == 0 {
+		pids, err := processesUsing(b.dataDir)
+		if err != nil {
+			return
+		}
+		for _, pid := range pids {
+			if p, err := os.FindProcess(pid); err == nil {
+				_ = p.Kill()
+			}
+		}
+		if len(pids) == 0 {
 			quiet++
 		} else {
 			quiet = 0
@@ -105,42 +131,15 @@ func (b *Browser) stopLeftovers() {
 }
 
 // Processes counts the processes started with the browser's profile
-// directory: Chromium passes --user-data-dir to every child it starts.
-func (b *Browser) Processes() int { return processesUsing(b.dataDir, 0) }
+// directory: Chromium passes --user-data-dir to every child it starts. The
+// error wraps errors.ErrUnsupported where they cannot be listed (Windows).
+func (b *Browser) Processes() (int, error) {
+	pids, err := processesUsing(b.dataDir)
+	return len(pids), err
+}
 
 // DataDir is the browser's profile directory.
 func (b *Browser) DataDir() string { return b.dataDir }
-
-// processesUsing finds the processes with --user-data-dir=dir on their
-// command line and sends them sig (0: none), returning how many it found.
-func processesUsing(dir string, sig syscall.Signal) int {
-	want := []byte("--user-data-dir=" + dir)
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		for _, arg := range bytes.Split(cmdline, []byte{0}) {
-			if bytes.Equal(arg, want) {
-				n++
-				if sig != 0 {
-					_ = syscall.Kill(pid, sig)
-				}
-				break
-			}
-		}
-	}
-	return n
-}
 
 // Navigate opens url in the tab and waits for the document to load.
 func (b *Browser) Navigate(url string) {

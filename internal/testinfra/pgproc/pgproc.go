@@ -7,11 +7,12 @@
 // both run as the postgres user (created by the Debian package), which
 // gets the temporary directory.
 //
-// Every child process gets SIGKILL from the kernel if the thread that
-// started it exits (Pdeathsig), so that a test binary killed mid-run does
-// not leave a server behind: the postmaster's own backends exit when it
-// dies. Start locks the goroutine to its OS thread around the fork, since
-// Pdeathsig follows the forking thread, not the process.
+// Every child process is started by internal/procutil, so that a test
+// binary killed mid-run does not leave a server behind (procutil's guard
+// kills the postmaster; its backends exit when it dies). Servers run on
+// Linux and macOS; on Windows, where postgres is stopped through pg_ctl's
+// events rather than signals, Start returns an error wrapping
+// errors.ErrUnsupported.
 package pgproc
 
 import (
@@ -26,12 +27,10 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -66,7 +65,7 @@ type Server struct {
 	dir  string // removed by Stop
 
 	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has been waited for
+	exited <-chan struct{} // closed when cmd has been waited for
 	out    *procutil.TailBuffer
 
 	stopOnce sync.Once
@@ -76,11 +75,14 @@ type Server struct {
 // Start runs initdb and then postgres on a free 127.0.0.1 port, and returns
 // once the server accepts connections.
 func Start(ctx context.Context, opts Options) (*Server, error) {
+	if err := supported(); err != nil {
+		return nil, err
+	}
 	bin, err := BinDir()
 	if err != nil {
 		return nil, err
 	}
-	cred, err := credential()
+	as, err := serverUser()
 	if err != nil {
 		return nil, err
 	}
@@ -88,20 +90,20 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgproc: %w", err)
 	}
-	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+	if as != nil {
+		if err := os.Chown(dir, as.uid, as.gid); err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, fmt.Errorf("pgproc: give %s to the %s user: %w", dir, Superuser, err)
 		}
 	}
 	data := filepath.Join(dir, "data")
-	initdb := command(filepath.Join(bin, "initdb"), cred,
+	initdb := command(filepath.Join(bin, "initdb"), as,
 		"-D", data, "-U", Superuser, "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions")
 	var out bytes.Buffer
 	initdb.Stdout, initdb.Stderr = &out, &out
 	if err := run(initdb); err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("pgproc: initdb: %w\n%s%s", err, out.String(), tmpHint(cred, dir))
+		return nil, fmt.Errorf("pgproc: initdb: %w\n%s%s", err, out.String(), tmpHint(as, dir))
 	}
 	var lastErr error
 	// A free port can be taken by someone else between the probe and the
@@ -113,7 +115,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 			break
 		}
 		s := &Server{Port: port, dir: dir}
-		if lastErr = s.start(ctx, bin, data, cred, opts); lastErr == nil {
+		if lastErr = s.start(ctx, bin, data, as, opts); lastErr == nil {
 			return s, nil
 		}
 		if ctx.Err() != nil || !strings.Contains(lastErr.Error(), "Address already in use") {
@@ -124,7 +126,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	return nil, lastErr
 }
 
-func (s *Server) start(ctx context.Context, bin, data string, cred *syscall.Credential, opts Options) error {
+func (s *Server) start(ctx context.Context, bin, data string, as *account, opts Options) error {
 	maxConns := opts.MaxConnections
 	if maxConns == 0 {
 		maxConns = 300
@@ -143,17 +145,16 @@ func (s *Server) start(ctx context.Context, bin, data string, cred *syscall.Cred
 	for _, name := range names {
 		args = append(args, "-c", name+"="+opts.Settings[name])
 	}
-	cmd := command(filepath.Join(bin, "postgres"), cred, args...)
+	cmd := command(filepath.Join(bin, "postgres"), as, args...)
 	out := &procutil.TailBuffer{Max: 8 << 10}
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := startLocked(cmd); err != nil {
+	p, err := procutil.Start(cmd)
+	if err != nil {
 		return fmt.Errorf("pgproc: start postgres: %w", err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	s.cmd, s.exited, s.out = cmd, exited, out
+	s.cmd, s.exited, s.out = cmd, p.Done(), out
 	if err := s.waitReady(ctx); err != nil {
-		_ = s.end(syscall.SIGKILL)
+		_ = s.end("SIGKILL", (*os.Process).Kill)
 		return fmt.Errorf("pgproc: postgres on port %d did not become ready: %w; output: %s", s.Port, err, out.String())
 	}
 	return nil
@@ -257,7 +258,7 @@ func (s *Server) PID() int {
 // than once.
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
-		s.stopErr = s.end(syscall.SIGINT)
+		s.stopErr = s.end("SIGINT", procutil.Interrupt)
 		if err := os.RemoveAll(s.dir); err != nil {
 			s.stopErr = errors.Join(s.stopErr, err)
 		}
@@ -267,14 +268,16 @@ func (s *Server) Stop() error {
 
 const stopGrace = 10 * time.Second
 
-func (s *Server) end(sig syscall.Signal) error {
+// end ends the server with how (named what, for the error), and kills it
+// if it has not exited after stopGrace.
+func (s *Server) end(what string, how func(*os.Process) error) error {
 	select {
 	case <-s.exited:
 		return nil
 	default:
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGCONT) // a stopped process cannot act on the signal
-	if err := s.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	_ = procutil.Resume(s.cmd.Process) // a paused process cannot act on the signal
+	if err := how(s.cmd.Process); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
 	t := time.NewTimer(stopGrace)
@@ -285,7 +288,7 @@ func (s *Server) end(sig syscall.Signal) error {
 	case <-t.C:
 		_ = s.cmd.Process.Kill()
 		<-s.exited
-		return fmt.Errorf("pgproc: postgres pid %d ignored %v for %v; killed", s.cmd.Process.Pid, sig, stopGrace)
+		return fmt.Errorf("pgproc: postgres pid %d ignored %s for %v; killed", s.cmd.Process.Pid, what, stopGrace)
 	}
 }
 
@@ -336,8 +339,12 @@ func isExec(path string) bool {
 	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }
 
-// credential is the postgres user's, when running as root; nil otherwise.
-func credential() (*syscall.Credential, error) {
+// account is the user initdb and postgres run as, when not this process's.
+type account struct{ uid, gid int }
+
+// serverUser is the postgres user's account, when running as root; nil
+// otherwise.
+func serverUser() (*account, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
@@ -350,42 +357,32 @@ func credential() (*syscall.Credential, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return nil, fmt.Errorf("pgproc: the %s user's ids: %w", Superuser, err)
 	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	return &account{uid: int(uid), gid: int(gid)}, nil
 }
 
 // tmpHint explains the usual cause of initdb failing as the postgres user.
-func tmpHint(cred *syscall.Credential, dir string) string {
-	if cred == nil {
+func tmpHint(as *account, dir string) string {
+	if as == nil {
 		return ""
 	}
 	return fmt.Sprintf("(initdb ran as the %s user in %s: every directory above it must be searchable by that user; set TMPDIR to one that is, such as /tmp)", Superuser, dir)
 }
 
-// command is a child process in its own process group (a Ctrl-C in the
-// terminal reaches the test, which stops the server by PID), run as cred
-// when set, killed by the kernel if the starting thread exits.
-func command(path string, cred *syscall.Credential, args ...string) *exec.Cmd {
+// command is initdb or postgres with a clean environment, run as as when
+// set (runAs).
+func command(path string, as *account, args ...string) *exec.Cmd {
 	cmd := exec.Command(path, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LC_ALL=C", "TZ=UTC"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred, Pdeathsig: syscall.SIGKILL}
+	runAs(cmd, as)
 	return cmd
 }
 
-// startLocked starts cmd from a goroutine locked to its OS thread: the
-// kernel sends Pdeathsig when the thread that forked the child exits, so
-// the fork must happen on a thread that is not about to. Unlocked, the
-// thread goes back to the runtime, which ends threads only when a goroutine
-// exits while locked to one, so it lasts as long as the process.
-func startLocked(cmd *exec.Cmd) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	return cmd.Start()
-}
-
-// run is cmd.Run with startLocked.
+// run starts cmd with procutil (its own process group, guarded) and waits
+// for it.
 func run(cmd *exec.Cmd) error {
-	if err := startLocked(cmd); err != nil {
+	p, err := procutil.Start(cmd)
+	if err != nil {
 		return err
 	}
-	return cmd.Wait()
+	return p.Wait()
 }

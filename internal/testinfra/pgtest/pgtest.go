@@ -5,8 +5,8 @@
 // hence the split. There is no fallback to a fake, and no skip: when
 // PostgreSQL is missing the test fails and says how to install it. Only
 // under -short is a test that needs the server skipped, since starting it
-// (initdb, then postgres) costs seconds; the SQLite runs of the same tests
-// still run.
+// (initdb, then postgres) costs seconds, and on Windows, where pgproc
+// starts no server; the SQLite runs of the same tests still run.
 //
 // A package whose tests use Database calls Main from its TestMain, which
 // stops the server when the tests are done:
@@ -16,6 +16,7 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -68,6 +69,9 @@ func Server(t testing.TB) *pgproc.Server {
 	if shared.srv == nil && shared.err == nil {
 		shared.srv, shared.err = pgproc.Start(context.Background(), pgproc.Options{})
 	}
+	if errors.Is(shared.err, errors.ErrUnsupported) {
+		t.Skip(shared.err)
+	}
 	if shared.err != nil {
 		t.Fatalf("start PostgreSQL: %v", shared.err)
 	}
@@ -95,6 +99,9 @@ func EachDB(t *testing.T, test func(t *testing.T, db string)) {
 func Start(t testing.TB, opts pgproc.Options) *pgproc.Server {
 	t.Helper()
 	srv, err := pgproc.Start(context.Background(), opts)
+	if errors.Is(err, errors.ErrUnsupported) {
+		t.Skip(err)
+	}
 	if err != nil {
 		t.Fatalf("start PostgreSQL: %v", err)
 	}

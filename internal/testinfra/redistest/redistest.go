@@ -6,6 +6,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -50,6 +51,22 @@ func (s *Server) Client() *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	s.t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// Freeze pauses the server (SIGSTOP: its connections stay open, it
+// answers nothing) until Resume or the end of the test. Where processes
+// cannot be paused (Windows) it skips the test with one line: a test that
+// freezes a server cannot show anything without it.
+func (s *Server) Freeze() {
+	s.t.Helper()
+	err := s.Pause()
+	if errors.Is(err, errors.ErrUnsupported) {
+		s.t.Skipf("needs a frozen redis-server: %v", err)
+	}
+	if err != nil {
+		s.t.Fatalf("pause redis-server: %v", err)
+	}
+	s.t.Cleanup(func() { _ = s.Resume() })
 }
 
 // Restart restarts the server on the same port, losing every key (except
