@@ -3,6 +3,8 @@ package store
 import (
 	"cmp"
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"gorm.io/gorm"
 
 	"github.com/seckill-ref/seckill/internal/seckill"
 )
@@ -30,10 +31,6 @@ import (
 // whose lease ran out) is what the fence is for, so two rounds can meet on
 // the same rows: every statement here that locks several rows locks them
 // in the order of their ids.
-
-// maxBindRows bounds the rows of values one SQLite statement takes (2 to 5
-// values each), under SQLite's limit of 32,766 bound values.
-const maxBindRows = 1000
 
 // ProductsAndBuyers reads the products of want and, for each, which of
 // its users have an order for it: ProductAndBuyers for several products,
@@ -103,74 +100,157 @@ func productIDs(want []seckill.BuyersOf) []int64 {
 	return ids
 }
 
-// ---- SQLite, through GORM ----
+// ---- SQLite ----
+
+// The statements of several products at once on SQLite: each takes its
+// rows as one JSON array (json_each), so that its text never changes with
+// their number and one prepared statement serves every call. A statement
+// whose text grows with its rows is parsed and planned again on every
+// call, which costs more than running it. They go through database/sql,
+// not GORM: these are the statements of every purchase.
+const (
+	// sqliteProducts reads products by id: a JSON array of ids.
+	sqliteProducts = `SELECT id, name, stock, sold, fence FROM products WHERE id IN (SELECT value FROM json_each(?))`
+	// sqliteBuyers finds which (product, user) pairs of a JSON array of
+	// [product, user] have an order: the pairs as a table joined to
+	// orders, each one probe of the (product_id, user_id) index whatever
+	// the product has sold. (A row value IN a list of pairs is planned as
+	// a scan of that index from end to end.)
+	sqliteBuyers = `SELECT o.product_id, o.user_id FROM json_each(?) AS w
+		JOIN orders o ON o.product_id = w.value ->> 0 AND o.user_id = w.value ->> 1`
+	// sqliteInsertOrders inserts the orders of a JSON array of [product,
+	// user, fence, created_at], and returns their ids.
+	sqliteInsertOrders = `INSERT INTO orders (product_id, user_id, fence, created_at)
+		SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?) ORDER BY key
+		RETURNING id, product_id, user_id`
+)
+
+// sqliteStmts are the prepared statements of sqlitePath.
+type sqliteStmts struct {
+	products, buyers, claim, place, insert *sql.Stmt
+}
+
+// prepareSQLite prepares the statements on db.
+func prepareSQLite(db *sql.DB) (*sqliteStmts, error) {
+	var st sqliteStmts
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&st.products, sqliteProducts}, {&st.buyers, sqliteBuyers}, {&st.claim, claimFence},
+		{&st.place, placeFenced}, {&st.insert, sqliteInsertOrders},
+	} {
+		var err error
+		if *p.stmt, err = db.Prepare(p.sql); err != nil {
+			return nil, fmt.Errorf("prepare %q: %w", p.sql, err)
+		}
+	}
+	return &st, nil
+}
+
+// querier is what the statements run on: the database, or a transaction.
+type querier interface {
+	StmtContext(ctx context.Context, stmt *sql.Stmt) *sql.Stmt
+}
+
+// dbStmts runs prepared statements outside a transaction.
+type dbStmts struct{}
+
+func (dbStmts) StmtContext(_ context.Context, stmt *sql.Stmt) *sql.Stmt { return stmt }
 
 func (g gormPath) productsAndBuyers(ctx context.Context, want []seckill.BuyersOf) (map[int64]*seckill.Product, map[int64]map[string]bool, error) {
-	products, bought, err := readAll(g.db.WithContext(ctx), want)
+	products, bought, err := g.readAll(ctx, dbStmts{}, want)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: %d products and their buyers: %w", len(want), err)
 	}
 	return products, bought, nil
 }
 
-// readAll reads the products of want, then their buyers, on db.
-func readAll(db *gorm.DB, want []seckill.BuyersOf) (map[int64]*seckill.Product, map[int64]map[string]bool, error) {
-	var rows []productRow
-	if err := db.Where("id IN ?", productIDs(want)).Find(&rows).Error; err != nil {
+// readAll reads the products of want, then their buyers, through q.
+func (g gormPath) readAll(ctx context.Context, q querier, want []seckill.BuyersOf) (map[int64]*seckill.Product, map[int64]map[string]bool, error) {
+	ids, err := json.Marshal(productIDs(want))
+	if err != nil {
 		return nil, nil, err
 	}
-	products := make(map[int64]*seckill.Product, len(rows))
-	for _, r := range rows {
-		products[r.ID] = r.product()
+	rows, err := q.StmtContext(ctx, g.stmts.products).QueryContext(ctx, string(ids))
+	if err != nil {
+		return nil, nil, err
 	}
-	bought := make(map[int64]map[string]bool, len(want))
-	ids, users := pairs(want)
-	for from := 0; from < len(ids); from += maxBindRows {
-		to := min(from+maxBindRows, len(ids))
-		args := make([]any, 0, 2*(to-from))
-		for i := from; i < to; i++ {
-			args = append(args, ids[i], users[i])
-		}
-		var found []struct {
-			ProductID int64
-			UserID    string
-		}
-		if err := db.Raw(sqliteBuyersOf(to-from), args...).Scan(&found).Error; err != nil {
+	products := make(map[int64]*seckill.Product, len(want))
+	for rows.Next() {
+		var p seckill.Product
+		if err := rows.Scan(&p.ID, &p.Name, &p.Stock, &p.Sold, &p.Fence); err != nil {
+			_ = rows.Close()
 			return nil, nil, err
 		}
-		for _, f := range found {
-			if bought[f.ProductID] == nil {
-				bought[f.ProductID] = map[string]bool{}
-			}
-			bought[f.ProductID][f.UserID] = true
+		products[p.ID] = &p
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, nil, err
+	}
+	pids, users := pairs(want)
+	pairs := make([][2]any, len(pids))
+	for i := range pids {
+		pairs[i] = [2]any{pids[i], users[i]}
+	}
+	raw, err := json.Marshal(pairs)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err = q.StmtContext(ctx, g.stmts.buyers).QueryContext(ctx, string(raw))
+	if err != nil {
+		return nil, nil, err
+	}
+	bought := make(map[int64]map[string]bool, len(want))
+	for rows.Next() {
+		var id int64
+		var user string
+		if err := rows.Scan(&id, &user); err != nil {
+			_ = rows.Close()
+			return nil, nil, err
 		}
+		if bought[id] == nil {
+			bought[id] = map[string]bool{}
+		}
+		bought[id][user] = true
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, nil, err
 	}
 	return products, bought, nil
 }
 
-// sqliteBuyersOf is the lookup of n (product, user) pairs on SQLite:
-// the pairs as a table joined to orders, so that each is one probe of the
-// (product_id, user_id) index whatever the product has sold. (A row value
-// IN a list of pairs is planned as a scan of that index from end to end.)
-func sqliteBuyersOf(n int) string {
-	return "WITH w(product_id, user_id) AS (VALUES " + strings.TrimSuffix(strings.Repeat("(?, ?), ", n), ", ") + ")" +
-		" SELECT o.product_id, o.user_id FROM w JOIN orders o ON o.product_id = w.product_id AND o.user_id = w.user_id"
+// tx runs fn in one transaction of the database (BEGIN IMMEDIATE: the
+// DSN's _txlock, so it holds the file's write lock from its start).
+func (g gormPath) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := g.sqlDB.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 func (g gormPath) claimAndReadAll(ctx context.Context, claims []seckill.Claim) ([]seckill.Claimed, error) {
 	out := make([]seckill.Claimed, len(claims))
-	// One (immediate) transaction: it holds the file's write lock from the
-	// claims to the reads, so the reads see every write the claims
-	// followed, and nothing else.
-	err := g.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	// One transaction: it holds the file's write lock from the claims to
+	// the reads, so the reads see every write the claims followed, and
+	// nothing else.
+	err := g.tx(ctx, func(tx *sql.Tx) error {
+		claim := tx.StmtContext(ctx, g.stmts.claim)
 		var want []seckill.BuyersOf
 		for _, i := range byProductID(claims, func(c seckill.Claim) int64 { return c.ProductID }) {
 			c := claims[i]
-			res := tx.Exec(claimFence, c.Token, c.ProductID, c.Token)
-			if res.Error != nil {
-				return res.Error
+			res, err := claim.ExecContext(ctx, c.Token, c.ProductID, c.Token)
+			if err != nil {
+				return err
 			}
-			if res.RowsAffected == 0 {
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
 				out[i].Err = fmt.Errorf("store: claim fence %d of product %d: %w", c.Token, c.ProductID, seckill.ErrFenceRejected)
 				continue
 			}
@@ -179,7 +259,7 @@ func (g gormPath) claimAndReadAll(ctx context.Context, claims []seckill.Claim) (
 		if len(want) == 0 {
 			return nil
 		}
-		products, bought, err := readAll(tx, want)
+		products, bought, err := g.readAll(ctx, tx, want)
 		if err != nil {
 			return err
 		}
@@ -213,31 +293,85 @@ func fillClaimed(out []seckill.Claimed, claims []seckill.Claim, products map[int
 
 func (g gormPath) placeOrdersAll(ctx context.Context, ps []seckill.Placement) ([]error, error) {
 	refused := make([]error, len(ps))
-	err := g.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := g.tx(ctx, func(tx *sql.Tx) error {
+		place := tx.StmtContext(ctx, g.stmts.place)
+		var rows [][4]any
 		var orders []*seckill.Order
 		for _, i := range byProductID(ps, func(p seckill.Placement) int64 { return p.ProductID }) {
 			p := ps[i]
-			res := tx.Exec(placeFenced, p.NewStock, len(p.Orders), p.ProductID, p.Token)
-			if res.Error != nil {
-				return res.Error
+			res, err := place.ExecContext(ctx, p.NewStock, len(p.Orders), p.ProductID, p.Token)
+			if err != nil {
+				return err
 			}
-			if res.RowsAffected == 0 {
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
 				refused[i] = fmt.Errorf("store: place %d order(s) for product %d under fence %d: %w", len(p.Orders), p.ProductID, p.Token, seckill.ErrFenceRejected)
 				continue
 			}
-			orders = append(orders, p.Orders...)
-		}
-		for from := 0; from < len(orders); from += maxBindRows {
-			if err := insertOrders(tx, orders[from:min(from+maxBindRows, len(orders))]); err != nil {
-				return err
+			for _, o := range p.Orders {
+				rows = append(rows, [4]any{o.ProductID, o.UserID, o.Fence, o.CreatedAt.Format(sqliteTime)})
+				orders = append(orders, o)
 			}
 		}
-		return nil
+		if len(rows) == 0 {
+			return nil
+		}
+		return g.insertOrders(ctx, tx, rows, orders)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: place the orders of %d products: %w", len(ps), err)
 	}
 	return refused, nil
+}
+
+// sqliteTime is how the SQLite driver writes a time (the first of
+// sqlite3.SQLiteTimestampFormats), and so how every created_at is stored:
+// the same text for an order written by GORM and one written here.
+const sqliteTime = "2006-01-02 15:04:05.999999999-07:00"
+
+// insertOrders inserts the orders, given as rows of sqliteInsertOrders,
+// in tx, and sets their ids. A second order of a user for a product
+// matches seckill.ErrAlreadyPurchased.
+func (g gormPath) insertOrders(ctx context.Context, tx *sql.Tx, rows [][4]any, orders []*seckill.Order) error {
+	raw, err := json.Marshal(rows)
+	if err != nil {
+		return err
+	}
+	res, err := tx.StmtContext(ctx, g.stmts.insert).QueryContext(ctx, string(raw))
+	if err != nil {
+		return uniqueViolation(err)
+	}
+	type key struct {
+		product int64
+		user    string
+	}
+	ids := make(map[key]int64, len(orders))
+	for res.Next() {
+		var id, product int64
+		var user string
+		if err := res.Scan(&id, &product, &user); err != nil {
+			_ = res.Close()
+			return err
+		}
+		ids[key{product, user}] = id
+	}
+	if err := errors.Join(res.Err(), res.Close()); err != nil {
+		return uniqueViolation(err)
+	}
+	for _, o := range orders {
+		o.ID = ids[key{o.ProductID, o.UserID}]
+	}
+	return nil
+}
+
+// uniqueViolation marks a failure of the orders' unique index as
+// seckill.ErrAlreadyPurchased.
+func uniqueViolation(err error) error {
+	if strings.Contains(err.Error(), "UNIQUE constraint failed") {
+		return fmt.Errorf("%w: %w", seckill.ErrAlreadyPurchased, err)
+	}
+	return err
 }
 
 // ---- PostgreSQL, through pgx ----

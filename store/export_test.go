@@ -111,9 +111,9 @@ var BuyerLookups = []Lookup{
 	{"HasOrder", numbered(hasOrderSQL), func(id int64, users []string) []any { return []any{id, users[0]} }},
 }
 
-// SQLiteBuyersOf is the statement with which the store asks SQLite
-// whether the buyers of n (product, user) pairs have an order.
-func SQLiteBuyersOf(n int) string { return sqliteBuyersOf(n) }
+// SQLiteBuyers is the statement with which the store asks SQLite whether
+// the buyers of (product, user) pairs, a JSON array, have an order.
+const SQLiteBuyers = sqliteBuyers
 
 // numbered replaces the ? placeholders of query by $1, $2, ..., as GORM
 // does for PostgreSQL.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 
@@ -34,8 +35,14 @@ type purchasePath interface {
 	placeOrdersAll(ctx context.Context, ps []seckill.Placement) ([]error, error)
 }
 
-// gormPath is the purchase's statements through GORM, one at a time.
-type gormPath struct{ db *gorm.DB }
+// gormPath is the purchase's statements on SQLite: through GORM, one at a
+// time, and the statements of several products at once (all.go), prepared
+// once on the database underneath.
+type gormPath struct {
+	db    *gorm.DB
+	sqlDB *sql.DB
+	stmts *sqliteStmts
+}
 
 // productAndBuyers reads the product first, then the buyers: as good as
 // one snapshot for the rules of a purchase. Orders are never deleted, so a

@@ -33,11 +33,11 @@ func openSQLite(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	s := &Store{db: db, path: gormPath{db: db}}
 	sqlDB, err := db.DB()
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
+	s := &Store{db: db}
 	if path == ":memory:" {
 		sqlDB.SetMaxOpenConns(1) // each connection would get its own database
 	} else {
@@ -57,6 +57,12 @@ func openSQLite(path string) (*Store, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
 	}
+	stmts, err := prepareSQLite(sqlDB)
+	if err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	s.path = gormPath{db: db, sqlDB: sqlDB, stmts: stmts}
 	return s, nil
 }
 
