@@ -220,18 +220,21 @@ func (g gormPath) readAll(ctx context.Context, q querier, want []seckill.BuyersO
 	return products, bought, nil
 }
 
-// tx runs fn in one transaction of the database (BEGIN IMMEDIATE: the
-// DSN's _txlock, so it holds the file's write lock from its start).
+// tx runs fn in one write transaction of the database, its turn come at
+// the gate (BEGIN IMMEDIATE: the DSN's _txlock, so it holds the file's
+// write lock from its start).
 func (g gormPath) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := g.sqlDB.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return g.gate.write(ctx, func() error {
+		tx, err := g.sqlDB.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := fn(tx); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	})
 }
 
 func (g gormPath) claimAndReadAll(ctx context.Context, claims []seckill.Claim) ([]seckill.Claimed, error) {

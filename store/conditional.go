@@ -26,7 +26,7 @@ const buyConditionally = "UPDATE products SET stock = stock - 1, sold = sold + 1
 // order of the user fails the insert on the unique index, and the
 // rollback undoes the decrement. It sets o.ID.
 func (s *Store) BuyConditionally(ctx context.Context, o *seckill.Order) error {
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	return s.transaction(ctx, func(tx *gorm.DB) error {
 		res := tx.Exec(buyConditionally, o.ProductID)
 		if res.Error != nil {
 			return fmt.Errorf("store: buy product %d for user %q: %w", o.ProductID, o.UserID, res.Error)
@@ -53,7 +53,7 @@ func (s *Store) BuyConditionally(ctx context.Context, o *seckill.Order) error {
 // waits for the row (or the file) until the commit.
 func (s *Store) Restock(ctx context.Context, productID, stock int64) (*seckill.Product, error) {
 	var p *seckill.Product
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.transaction(ctx, func(tx *gorm.DB) error {
 		res := tx.Exec("UPDATE products SET stock = ? WHERE id = ?", stock, productID)
 		if res.Error != nil {
 			return fmt.Errorf("store: restock product %d: %w", productID, res.Error)

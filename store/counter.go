@@ -43,18 +43,20 @@ func (s *Store) Supply(ctx context.Context, productID int64) (seckill.Supply, er
 // RecordRestock writes c as the product's supply if c's generation is
 // newer than the one recorded, and reports whether it did.
 func (s *Store) RecordRestock(ctx context.Context, productID int64, c seckill.Count) (bool, error) {
-	res := s.db.WithContext(ctx).Exec("UPDATE products SET stock = ?, sold = ?, counter_gen = ? WHERE id = ? AND counter_gen < ?",
+	n, err := s.exec(ctx, "UPDATE products SET stock = ?, sold = ?, counter_gen = ? WHERE id = ? AND counter_gen < ?",
 		c.Stock, c.Sold, c.Gen, productID, c.Gen)
-	if res.Error != nil {
-		return false, fmt.Errorf("store: record restock %d of product %d: %w", c.Gen, productID, res.Error)
+	if err != nil {
+		return false, fmt.Errorf("store: record restock %d of product %d: %w", c.Gen, productID, err)
 	}
-	return res.RowsAffected == 1, nil
+	return n == 1, nil
 }
 
 // AddOrder inserts o alone: in the counter designs the counter, not the
 // product row, keeps the stock. It sets o.ID.
 func (s *Store) AddOrder(ctx context.Context, o *seckill.Order) error {
-	return insertOrders(s.db.WithContext(ctx), []*seckill.Order{o})
+	return s.gate.write(ctx, func() error {
+		return insertOrders(s.db.WithContext(ctx), []*seckill.Order{o})
+	})
 }
 
 // WriteOrders inserts the orders in one statement that skips any whose
@@ -76,9 +78,9 @@ func (s *Store) WriteOrders(ctx context.Context, orders []*seckill.Order) (int, 
 		args = append(args, o.ProductID, o.UserID, o.Fence, o.CreatedAt)
 	}
 	q.WriteString(" ON CONFLICT DO NOTHING")
-	res := s.db.WithContext(ctx).Exec(q.String(), args...)
-	if res.Error != nil {
-		return 0, fmt.Errorf("store: write %d queued order(s): %w", len(orders), res.Error)
+	n, err := s.exec(ctx, q.String(), args...)
+	if err != nil {
+		return 0, fmt.Errorf("store: write %d queued order(s): %w", len(orders), err)
 	}
-	return int(res.RowsAffected), nil
+	return int(n), nil
 }

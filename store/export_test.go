@@ -130,3 +130,13 @@ func numbered(query string) string {
 	}
 	return b.String()
 }
+
+// HoldGate takes s's write gate, as one of its writers would, until the
+// returned function is called. It reports false for a store with no gate.
+func HoldGate(s *Store) (release func(), ok bool) {
+	if s.gate == nil {
+		return nil, false
+	}
+	_ = s.gate.enter(context.Background())
+	return s.gate.leave, true
+}

@@ -24,11 +24,11 @@ const (
 // stored one; otherwise it returns an error matching
 // seckill.ErrFenceRejected.
 func (s *Store) ClaimFence(ctx context.Context, productID, token int64) error {
-	res := s.db.WithContext(ctx).Exec(claimFence, token, productID, token)
-	if res.Error != nil {
-		return fmt.Errorf("store: claim fence %d of product %d: %w", token, productID, res.Error)
+	n, err := s.exec(ctx, claimFence, token, productID, token)
+	if err != nil {
+		return fmt.Errorf("store: claim fence %d of product %d: %w", token, productID, err)
 	}
-	if res.RowsAffected == 0 {
+	if n == 0 {
 		return fmt.Errorf("store: claim fence %d of product %d: %w", token, productID, seckill.ErrFenceRejected)
 	}
 	return nil
@@ -64,7 +64,7 @@ func (s *Store) PlaceOrders(ctx context.Context, productID, token, newStock int6
 // no other write lands between the update and the read.
 func (s *Store) SetStockFenced(ctx context.Context, productID, stock, token int64) (*seckill.Product, error) {
 	var p *seckill.Product
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.transaction(ctx, func(tx *gorm.DB) error {
 		res := tx.Exec(setStockFenced, stock, productID, token)
 		if res.Error != nil {
 			return fmt.Errorf("store: set stock of product %d under fence %d: %w", productID, token, res.Error)

@@ -87,7 +87,7 @@ func (s *Store) Orders(ctx context.Context, productID int64, q seckill.OrderQuer
 // matches seckill.ErrAlreadyPurchased. Sold counts every order so inserted,
 // so an oversell shows as sold above the supply.
 func (s *Store) InsertOrder(ctx context.Context, o *seckill.Order) error {
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	return s.transaction(ctx, func(tx *gorm.DB) error {
 		if err := insertOrders(tx, []*seckill.Order{o}); err != nil {
 			return err
 		}

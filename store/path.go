@@ -42,6 +42,7 @@ type gormPath struct {
 	db    *gorm.DB
 	sqlDB *sql.DB
 	stmts *sqliteStmts
+	gate  writeGate
 }
 
 // productAndBuyers reads the product first, then the buyers: as good as
@@ -72,7 +73,13 @@ func (g gormPath) buyers(ctx context.Context, productID int64, userIDs []string)
 }
 
 func (g gormPath) claimAndRead(ctx context.Context, productID, token int64, userIDs []string) (*seckill.Product, map[string]bool, error) {
-	res := g.db.WithContext(ctx).Exec(claimFence, token, productID, token)
+	var res *gorm.DB
+	if err := g.gate.write(ctx, func() error {
+		res = g.db.WithContext(ctx).Exec(claimFence, token, productID, token)
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
 	if res.Error != nil {
 		return nil, nil, fmt.Errorf("store: claim fence %d of product %d: %w", token, productID, res.Error)
 	}
@@ -86,15 +93,17 @@ func (g gormPath) placeOrders(ctx context.Context, productID, token, newStock in
 	if len(orders) == 0 {
 		return errNoOrders
 	}
-	return g.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Exec(placeFenced, newStock, len(orders), productID, token)
-		if res.Error != nil {
-			return fmt.Errorf("store: place %d order(s) for product %d under fence %d: %w", len(orders), productID, token, res.Error)
-		}
-		if res.RowsAffected == 0 {
-			return fmt.Errorf("store: place %d order(s) for product %d under fence %d: %w", len(orders), productID, token, seckill.ErrFenceRejected)
-		}
-		return insertOrders(tx, orders)
+	return g.gate.write(ctx, func() error {
+		return g.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			res := tx.Exec(placeFenced, newStock, len(orders), productID, token)
+			if res.Error != nil {
+				return fmt.Errorf("store: place %d order(s) for product %d under fence %d: %w", len(orders), productID, token, res.Error)
+			}
+			if res.RowsAffected == 0 {
+				return fmt.Errorf("store: place %d order(s) for product %d under fence %d: %w", len(orders), productID, token, seckill.ErrFenceRejected)
+			}
+			return insertOrders(tx, orders)
+		})
 	})
 }
 

@@ -16,7 +16,9 @@ func (r productRow) product() *seckill.Product {
 // CreateProduct inserts p and sets p.ID.
 func (s *Store) CreateProduct(ctx context.Context, p *seckill.Product) error {
 	row := productRow{Name: p.Name, Stock: p.Stock}
-	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
+	if err := s.gate.write(ctx, func() error {
+		return s.db.WithContext(ctx).Create(&row).Error
+	}); err != nil {
 		return fmt.Errorf("store: create product: %w", err)
 	}
 	p.ID, p.Fence, p.Sold = row.ID, row.Fence, 0
@@ -108,11 +110,11 @@ func (s *Store) Inventory(ctx context.Context, except []int64) (seckill.Inventor
 // SetStock sets a product's stock with no condition: the write-back of
 // seckill's unfenced sequence, used only by the unfenced modes.
 func (s *Store) SetStock(ctx context.Context, productID, stock int64) error {
-	res := s.db.WithContext(ctx).Exec("UPDATE products SET stock = ? WHERE id = ?", stock, productID)
-	if res.Error != nil {
-		return fmt.Errorf("store: set stock of product %d: %w", productID, res.Error)
+	n, err := s.exec(ctx, "UPDATE products SET stock = ? WHERE id = ?", stock, productID)
+	if err != nil {
+		return fmt.Errorf("store: set stock of product %d: %w", productID, err)
 	}
-	if res.RowsAffected == 0 {
+	if n == 0 {
 		return fmt.Errorf("store: set stock of product %d: %w", productID, seckill.ErrNotFound)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +14,65 @@ import (
 // ErrNoCgo is returned by Open when the binary was built without cgo and
 // the database is a SQLite file: the SQLite driver is C code.
 var ErrNoCgo = errors.New("store: this binary was built with CGO_ENABLED=0, but the SQLite driver needs cgo: install a C compiler (Debian/Ubuntu: apt-get install -y gcc) and build with CGO_ENABLED=1, or use a postgres:// DATABASE, which needs no cgo")
+
+// writeGate is a SQLite store's writers in this process, one at a time.
+// SQLite takes one writer at a time for the whole file, and a writer that
+// finds the file locked sleeps in SQLite's busy handler, for 1, 2, 5, 10
+// ms and longer, each time it finds it locked again: far longer than a
+// write takes. Under a burst, sixteen pooled connections that write at
+// once spend more time asleep than writing, and the sleeps make the slow
+// answers. So this process's writers wait their turn here, in Go, and
+// only another process's writer can make one sleep. A PostgreSQL store
+// has no gate (nil): its writers lock rows, not the database.
+type writeGate chan struct{}
+
+// enter waits for the gate, or for ctx to end. The caller calls leave.
+func (g writeGate) enter(ctx context.Context) error {
+	if g == nil {
+		return nil
+	}
+	select {
+	case g <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("store: wait to write: %w", ctx.Err())
+	}
+}
+
+func (g writeGate) leave() {
+	if g != nil {
+		<-g
+	}
+}
+
+// write runs fn, a write, once its turn comes at gate.
+func (g writeGate) write(ctx context.Context, fn func() error) error {
+	if err := g.enter(ctx); err != nil {
+		return err
+	}
+	defer g.leave()
+	return fn()
+}
+
+// transaction runs fn in one transaction of the store's database, its turn
+// come at the gate.
+func (s *Store) transaction(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return s.gate.write(ctx, func() error {
+		return s.db.WithContext(ctx).Transaction(fn)
+	})
+}
+
+// exec runs one writing statement, its turn come at the gate, and returns
+// how many rows it changed.
+func (s *Store) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	var n int64
+	err := s.gate.write(ctx, func() error {
+		res := s.db.WithContext(ctx).Exec(query, args...)
+		n = res.RowsAffected
+		return res.Error
+	})
+	return n, err
+}
 
 // busyTimeout is how long a statement waits for another connection's write
 // lock before failing. Writes are short (one product row, one order), so
@@ -37,7 +97,7 @@ func openSQLite(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	s := &Store{db: db}
+	s := &Store{db: db, gate: make(writeGate, 1)}
 	if path == ":memory:" {
 		sqlDB.SetMaxOpenConns(1) // each connection would get its own database
 	} else {
@@ -62,7 +122,7 @@ func openSQLite(path string) (*Store, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	s.path = gormPath{db: db, sqlDB: sqlDB, stmts: stmts}
+	s.path = gormPath{db: db, sqlDB: sqlDB, stmts: stmts, gate: s.gate}
 	return s, nil
 }
 

@@ -106,6 +106,7 @@ type Store struct {
 	db   *gorm.DB
 	id   string       // ID
 	path purchasePath // the purchase's statements, per database
+	gate writeGate    // SQLite: this process's writers, one at a time (nil: none)
 }
 
 // productRow is the products table. Sold is written only in the
