@@ -403,7 +403,22 @@ const pgInsertFenced = `INSERT INTO orders (product_id, user_id, fence, created_
 	ORDER BY o.n
 	RETURNING id, product_id, user_id`
 
+// The pgxPath calls of several products take the statements of one
+// product (pgpath.go) when there is one: most rounds of one hot product's
+// sale are, and PostgreSQL runs those statements in less time (about 50 to
+// 100 µs less per call, BenchmarkPostgresOneProduct).
+
 func (p pgxPath) productsAndBuyers(ctx context.Context, want []seckill.BuyersOf) (products map[int64]*seckill.Product, bought map[int64]map[string]bool, err error) {
+	if len(want) == 1 {
+		pr, b, err := p.productAndBuyers(ctx, want[0].ProductID, want[0].UserIDs)
+		if errors.Is(err, seckill.ErrNotFound) {
+			return map[int64]*seckill.Product{}, map[int64]map[string]bool{}, nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return map[int64]*seckill.Product{pr.ID: pr}, map[int64]map[string]bool{pr.ID: b}, nil
+	}
 	err = p.conn(ctx, func(c *pgx.Conn) error {
 		ids, users := pairs(want)
 		rows, err := c.Query(ctx, pgProductsAndBuyers, ids, users, productIDs(want))
@@ -435,6 +450,17 @@ func scanProductsAndBuyers(rows pgx.Rows) (map[int64]*seckill.Product, map[int64
 }
 
 func (p pgxPath) claimAndReadAll(ctx context.Context, claims []seckill.Claim) (out []seckill.Claimed, err error) {
+	if len(claims) == 1 {
+		c := claims[0]
+		pr, b, err := p.claimAndRead(ctx, c.ProductID, c.Token, c.UserIDs)
+		if errors.Is(err, seckill.ErrFenceRejected) {
+			return []seckill.Claimed{{Err: err}}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return []seckill.Claimed{{Product: pr, Bought: b}}, nil
+	}
 	err = p.conn(ctx, func(c *pgx.Conn) error {
 		out, err = pgClaimAndReadAll(ctx, c, claims)
 		return err
@@ -490,6 +516,16 @@ func pgClaimAndReadAll(ctx context.Context, q pgxQuerier, claims []seckill.Claim
 }
 
 func (p pgxPath) placeOrdersAll(ctx context.Context, ps []seckill.Placement) (refused []error, err error) {
+	if len(ps) == 1 {
+		err := p.placeOrders(ctx, ps[0].ProductID, ps[0].Token, ps[0].NewStock, ps[0].Orders)
+		if errors.Is(err, seckill.ErrFenceRejected) {
+			return []error{err}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return []error{nil}, nil
+	}
 	err = p.conn(ctx, func(c *pgx.Conn) error {
 		refused, err = pgPlaceOrdersAll(ctx, c, ps)
 		return err

@@ -230,3 +230,60 @@ func TestSQLiteBuyerLookupUsesTheIndex(t *testing.T) {
 		t.Errorf("the control: plan %q probes the index; the check would not catch a scan", p)
 	}
 }
+
+// The calls of several products given one (PostgreSQL sends the
+// statements of one product then): the same answers as for several, a
+// refused claim or write and a missing product included.
+func TestAllOfOneProduct(t *testing.T) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
+		s := open(t, db)
+		ctx := context.Background()
+		p := newProduct(t, s, 5)
+		if err := s.InsertOrder(ctx, order(p.ID, 0, "a")); err != nil {
+			t.Fatal(err)
+		}
+		products, bought, err := s.ProductsAndBuyers(ctx, []seckill.BuyersOf{{ProductID: p.ID, UserIDs: []string{"a", "b"}}})
+		if err != nil || products[p.ID].Sold != 1 || !maps.Equal(bought[p.ID], map[string]bool{"a": true}) {
+			t.Errorf("ProductsAndBuyers: got %v, %v, %v; want product %d sold 1, buyer a", products, bought, err, p.ID)
+		}
+		if products, _, err := s.ProductsAndBuyers(ctx, []seckill.BuyersOf{{ProductID: 4242, UserIDs: []string{"a"}}}); err != nil || len(products) != 0 {
+			t.Errorf("ProductsAndBuyers of no such product: got %v, %v; want none and no error", products, err)
+		}
+
+		got, err := s.ClaimAndReadAll(ctx, []seckill.Claim{{ProductID: p.ID, Token: 20, UserIDs: []string{"a", "b"}}})
+		if err != nil || got[0].Err != nil || got[0].Product.Fence != 20 || !maps.Equal(got[0].Bought, map[string]bool{"a": true}) {
+			t.Fatalf("ClaimAndReadAll: got %+v, %v; want fence 20 and buyer a", got, err)
+		}
+		for _, c := range []seckill.Claim{{ProductID: p.ID, Token: 10, UserIDs: []string{"b"}}, {ProductID: 4242, Token: 30, UserIDs: []string{"b"}}} {
+			got, err := s.ClaimAndReadAll(ctx, []seckill.Claim{c})
+			if err != nil || !errors.Is(got[0].Err, seckill.ErrFenceRejected) || got[0].Product != nil {
+				t.Errorf("ClaimAndReadAll of product %d with token %d: got %+v, %v; want ErrFenceRejected, nothing read", c.ProductID, c.Token, got, err)
+			}
+		}
+
+		now := time.Now().UTC()
+		place := func(token int64, users ...string) ([]error, error) {
+			var orders []*seckill.Order
+			for _, u := range users {
+				orders = append(orders, &seckill.Order{ProductID: p.ID, UserID: u, Fence: token, CreatedAt: now})
+			}
+			return s.PlaceOrdersAll(ctx, []seckill.Placement{{ProductID: p.ID, Token: token, NewStock: 5 - int64(len(users)), Orders: orders}})
+		}
+		if refused, err := place(19, "b"); err != nil || !errors.Is(refused[0], seckill.ErrFenceRejected) {
+			t.Errorf("PlaceOrdersAll behind the fence: got %v, %v; want ErrFenceRejected", refused, err)
+		}
+		if _, err := place(20, "c", "c"); !errors.Is(err, seckill.ErrAlreadyPurchased) {
+			t.Errorf("PlaceOrdersAll of a duplicate order: got %v, want ErrAlreadyPurchased", err)
+		}
+		if got, _ := s.Product(ctx, p.ID); got.Stock != 5 || got.Sold != 1 || len(allOrders(t, s, p.ID)) != 1 {
+			t.Fatalf("after the refused and failed writes: stock %d, sold %d; want 5 and 1, and 1 order", got.Stock, got.Sold)
+		}
+		refused, err := place(20, "b", "c")
+		if err != nil || refused[0] != nil {
+			t.Fatalf("PlaceOrdersAll: got %v, %v", refused, err)
+		}
+		if got, _ := s.Product(ctx, p.ID); got.Stock != 3 || got.Sold != 3 || len(allOrders(t, s, p.ID)) != 3 {
+			t.Errorf("after the write: stock %d, sold %d; want 3 and 3, and 3 orders", got.Stock, got.Sold)
+		}
+	})
+}

@@ -140,3 +140,48 @@ func HoldGate(s *Store) (release func(), ok bool) {
 	_ = s.gate.enter(context.Background())
 	return s.gate.leave, true
 }
+
+// SeveralProducts runs the PostgreSQL statements of several products
+// (ClaimAndReadAll's, PlaceOrdersAll's, ProductsAndBuyers'), which the
+// store's calls skip when they are given one product.
+type SeveralProducts struct{ p pgxPath }
+
+// Several returns s's statements of several products (PostgreSQL only).
+func Several(s *Store) SeveralProducts { return SeveralProducts{s.path.(pgxPath)} }
+
+func (x SeveralProducts) ClaimAndReadAll(ctx context.Context, claims []seckill.Claim) (out []seckill.Claimed, err error) {
+	err = x.p.conn(ctx, func(c *pgx.Conn) error {
+		out, err = pgClaimAndReadAll(ctx, c, claims)
+		return err
+	})
+	return out, err
+}
+
+func (x SeveralProducts) PlaceOrdersAll(ctx context.Context, ps []seckill.Placement) (refused []error, err error) {
+	err = x.p.conn(ctx, func(c *pgx.Conn) error {
+		refused, err = pgPlaceOrdersAll(ctx, c, ps)
+		return err
+	})
+	return refused, err
+}
+
+func (x SeveralProducts) ProductsAndBuyers(ctx context.Context, want []seckill.BuyersOf) (products map[int64]*seckill.Product, bought map[int64]map[string]bool, err error) {
+	err = x.p.conn(ctx, func(c *pgx.Conn) error {
+		ids, users := pairs(want)
+		rows, err := c.Query(ctx, pgProductsAndBuyers, ids, users, productIDs(want))
+		if err != nil {
+			return err
+		}
+		products, bought, err = scanProductsAndBuyers(rows)
+		return err
+	})
+	return products, bought, err
+}
+
+// Plans reports how many generic and custom plans PostgreSQL has made for
+// the statements s prepared whose text contains part, on the connection
+// that answers (one, with pool_max_conns=1).
+func Plans(s *Store, part string) (generic, custom int64, err error) {
+	err = s.db.Raw("SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0) FROM pg_prepared_statements WHERE statement LIKE '%' || ? || '%'", part).Row().Scan(&generic, &custom)
+	return generic, custom, err
+}

@@ -450,3 +450,28 @@ func mustParse(t *testing.T, raw string) *url.URL {
 	}
 	return u
 }
+
+// The store's statements are planned once for any arguments (a generic
+// plan) and not again on each run: PostgreSQL's default plans a statement
+// for its arguments on each of its first five runs, and keeps doing so
+// when the generic plan's estimate looks worse, as it does for the
+// statements of several products (their arrays' sizes are unknown to
+// it), which then pay for planning on every run. The plans are the ones
+// TestPostgresPlansUseTheBuyerIndex checks.
+func TestPostgresPlansEachStatementOnce(t *testing.T) {
+	s := open(t, pgtest.Database(t)+"&pool_max_conns=1")
+	ctx := context.Background()
+	p, q := newProduct(t, s, 5), newProduct(t, s, 5)
+	for range 8 {
+		if _, _, err := s.ProductsAndBuyers(ctx, []seckill.BuyersOf{{ProductID: p.ID, UserIDs: []string{"a"}}, {ProductID: q.ID, UserIDs: []string{"b"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	generic, custom, err := store.Plans(s, "unnest($1::bigint[], $2::text[])")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if custom != 0 || generic != 8 {
+		t.Errorf("8 runs of ProductsAndBuyers' statement: %d generic plans and %d custom ones, want 8 and 0", generic, custom)
+	}
+}
