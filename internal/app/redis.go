@@ -135,7 +135,7 @@ func (s *Server) connectRedis(ctx context.Context) (redis.UniversalClient, error
 	if err := dialCheck(ctx, cfg.RedisAddr); err != nil {
 		return nil, redisUnreachable(cfg.RedisAddr, err)
 	}
-	client := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword})
+	client := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword, PoolSize: redisPoolSize})
 	s.redis = append(s.redis, client)
 	if err := client.Ping(ctx).Err(); err != nil {
 		// It answers, but not PONG: a password, most likely.
@@ -158,6 +158,9 @@ func (s *Server) connectURL(ctx context.Context) (redis.UniversalClient, error) 
 			return nil, fmt.Errorf("REDIS_URL %s: cannot reach Redis: %s", maskURL(raw), scrub(err.Error(), raw))
 		}
 	}
+	if opts.PoolSize == 0 { // the URL's pool_size, when it has one
+		opts.PoolSize = redisPoolSize
+	}
 	client := redis.NewClient(opts)
 	s.redis = append(s.redis, client)
 	if err := ping(ctx, client); err != nil {
@@ -171,6 +174,15 @@ func (s *Server) connectURL(ctx context.Context) (redis.UniversalClient, error) 
 	}
 	return client, nil
 }
+
+// redisPoolSize is the most connections a replica keeps to a Redis server.
+// Most requests make one Redis call each (a counter's take, a shared read's
+// lock attempt), and a burst keeps about as many in flight per replica as
+// it has connections to the replica: with go-redis's default pool (10 per
+// CPU) they wait for a connection in the client, each wait a timer and a
+// select, which cost redis-counter-async about a tenth of its rate in
+// BenchmarkMinimalForms. Redis serves thousands of connections.
+const redisPoolSize = 128
 
 // connectSentinel asks every sentinel for the master first: the failover
 // client would report a master name no sentinel knows, or sentinels that do
@@ -199,6 +211,7 @@ func (s *Server) connectSentinel(ctx context.Context) (redis.UniversalClient, er
 		DialTimeout:           500 * time.Millisecond,
 		DialerRetries:         1,
 		ContextTimeoutEnabled: true,
+		PoolSize:              redisPoolSize,
 	})
 	s.redis = append(s.redis, client)
 	if err := ping(ctx, client); err != nil {
@@ -262,7 +275,7 @@ func (s *Server) connectCluster(ctx context.Context) (redis.UniversalClient, err
 	if dialErr != nil {
 		return nil, fmt.Errorf("%s: cannot reach any node: %w", nodes, dialErr)
 	}
-	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisClusterAddrs, Password: cfg.RedisPassword})
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisClusterAddrs, Password: cfg.RedisPassword, PoolSize: redisPoolSize})
 	s.redis = append(s.redis, client)
 	info, err := client.ClusterInfo(ctx).Result()
 	if err != nil {
