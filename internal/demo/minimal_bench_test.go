@@ -106,6 +106,7 @@ type minimalSite struct {
 	writers sync.WaitGroup
 	stop    context.CancelFunc
 	dbs     []*gorm.DB
+	clients []*redis.Client
 }
 
 // minimalOrder is the orders table, as the minimal forms write it.
@@ -172,7 +173,12 @@ func startMinimal(b *testing.B, design, database string, rdb *redis.Client) *min
 		db := minimalDB(b, database)
 		m.dbs = append(m.dbs, db)
 		r := gin.New()
-		r.POST("/api/v1/products/:id/purchase", minimalHandler(design, db, rdb, keys))
+		// Each replica its own Redis client, as the project's replicas
+		// have: a shared one would give the two a pool of connections
+		// the project's do not share.
+		client := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr})
+		m.clients = append(m.clients, client)
+		r.POST("/api/v1/products/:id/purchase", minimalHandler(design, db, client, keys))
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			b.Fatal(err)
@@ -182,7 +188,7 @@ func startMinimal(b *testing.B, design, database string, rdb *redis.Client) *min
 		go func() { _ = srv.Serve(ln) }()
 		urls = append(urls, "http://"+ln.Addr().String())
 		if design == "redis-counter-async" {
-			m.writers.Go(func() { minimalWriter(ctx, db, rdb, keys[2], fmt.Sprintf("w%d", i)) })
+			m.writers.Go(func() { minimalWriter(ctx, db, client, keys[2], fmt.Sprintf("w%d", i)) })
 		}
 	}
 	m.site = &benchSite{cluster: &cluster{urls: urls}, transport: newBenchTransport()}
@@ -314,6 +320,9 @@ func (m *minimalSite) close(b *testing.B) {
 	}
 	m.stop()
 	m.writers.Wait()
+	for _, c := range m.clients {
+		_ = c.Close()
+	}
 	for _, db := range m.dbs {
 		if sqlDB, err := db.DB(); err == nil {
 			_ = sqlDB.Close()
