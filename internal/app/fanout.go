@@ -89,6 +89,21 @@ func (s countingStore) PlaceOrders(ctx context.Context, productID, token, newSto
 	return err
 }
 
+// PlaceOrdersAll counts the orders of every product whose write the
+// transaction committed: those its fence did not refuse.
+func (s countingStore) PlaceOrdersAll(ctx context.Context, ps []seckill.Placement) ([]error, error) {
+	refused, err := s.Store.PlaceOrdersAll(ctx, ps)
+	if err != nil {
+		return refused, err
+	}
+	for i, p := range ps {
+		if refused[i] == nil && len(p.Orders) > 0 {
+			s.placed(p.ProductID, len(p.Orders))
+		}
+	}
+	return refused, nil
+}
+
 func (s countingStore) InsertOrder(ctx context.Context, o *seckill.Order) error {
 	return s.one(o, s.Store.InsertOrder(ctx, o))
 }
