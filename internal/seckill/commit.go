@@ -14,8 +14,11 @@ import (
 //
 // Each product's purchases queue per product (batch.go), and the oldest
 // leads that product: it asks the commit line for a round. The oldest of
-// the requests waiting leads one: it takes them all (up to
-// commitMaxProducts), tries every one of their locks at once, waiting for
+// the requests waiting leads one: once fewer than commitRounds rounds are
+// at work, it takes them all (up to commitMaxProducts) and hands the lead
+// on at once, so that the requests that come meanwhile form the next
+// round without waiting for this one to end. It tries every one of their
+// locks at once, waiting for
 // none (Locker.TryAcquireAll: one round trip), takes each locked product's
 // purchases from its queue (up to BatchMax), claims every product's fence
 // and reads the products and their buyers' orders (Store.ClaimAndReadAll:
@@ -45,6 +48,16 @@ const commitsKey = 0
 // commitMaxProducts is the most products one round serves: a bound on the
 // statements of its transactions.
 const commitMaxProducts = 128
+
+// commitRounds is the most rounds of one process at work at once. More
+// than one, so that a round that is slow (a stalled holder, a slow
+// statement, a round trip to Redis or the database) holds up only its own
+// products: the next round, of the products that came meanwhile, goes on.
+// A product is in one round at a time (its queue has one leader), and a
+// round waits for no lock, so rounds at once cannot deadlock. The bound
+// keeps requests that come while every round is at work together, for
+// the next round.
+const commitRounds = 4
 
 // holdCall is a product's request for a round: its queue and its leader,
 // and its lock, when the leader waited for it.
@@ -79,8 +92,10 @@ func (s *Service) commit(ctx context.Context, h *holdCall) holdResult {
 			return t.answer
 		}
 	}
-	defer s.commits.handOn(commitsKey, q, h)
+	s.rounds <- struct{}{}
+	defer func() { <-s.rounds }()
 	holds, _, _ := s.commits.take(q, h, commitMaxProducts, nil)
+	s.commits.handOn(commitsKey, q, h)
 	return serveTaken(holds, h, holdResult{mine: callResult{err: errBatchAborted}}, func() []holdResult {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchWorkTimeout)
 		defer cancel()

@@ -17,19 +17,22 @@ import (
 )
 
 // roundStore is a Store that records the products of every
-// ClaimAndReadAll and PlaceOrdersAll, and holds its first ClaimAndReadAll
-// until release: a round in flight, while others' products queue.
+// ClaimAndReadAll and PlaceOrdersAll, and holds its first
+// seckill.CommitRounds calls of ClaimAndReadAll until release: every
+// round a process may have at work is in flight, while others' products
+// queue.
 type roundStore struct {
 	*store.Store
-	claiming, release chan struct{}
-	once              sync.Once
+	claiming chan struct{} // one message per call held
+	release  chan struct{}
+	hold     int // how many of the first calls are held
 
 	mu             sync.Mutex
 	claims, places [][]int64
 }
 
 func newRoundStore(st *store.Store) *roundStore {
-	return &roundStore{Store: st, claiming: make(chan struct{}), release: make(chan struct{})}
+	return &roundStore{Store: st, claiming: make(chan struct{}, seckill.CommitRounds), release: make(chan struct{}), hold: seckill.CommitRounds}
 }
 
 func (r *roundStore) ClaimAndReadAll(ctx context.Context, claims []seckill.Claim) ([]seckill.Claimed, error) {
@@ -39,11 +42,12 @@ func (r *roundStore) ClaimAndReadAll(ctx context.Context, claims []seckill.Claim
 	}
 	r.mu.Lock()
 	r.claims = append(r.claims, ids)
+	hold := len(r.claims) <= r.hold
 	r.mu.Unlock()
-	r.once.Do(func() {
-		close(r.claiming)
+	if hold {
+		r.claiming <- struct{}{}
 		<-r.release
-	})
+	}
 	return r.Store.ClaimAndReadAll(ctx, claims)
 }
 
@@ -64,10 +68,10 @@ func (r *roundStore) calls() (claims, places [][]int64) {
 	return slices.Clone(r.claims), slices.Clone(r.places)
 }
 
-// rounds buys one item of the first product and holds its round in the
-// store, buys one item of each other product, which queue for the next
-// round, and lets them all go. It returns each purchase's outcome, by
-// product.
+// rounds buys one item of each of the first seckill.CommitRounds products,
+// one at a time, and holds each one's round in the store; then one item of
+// each other product, which queue for the next round; then lets them all
+// go. It returns each purchase's outcome, by product.
 func rounds(t *testing.T, svc *seckill.Service, rs *roundStore, products []*seckill.Product) map[int64]error {
 	t.Helper()
 	ctx := context.Background()
@@ -82,9 +86,12 @@ func rounds(t *testing.T, svc *seckill.Service, rs *roundStore, products []*seck
 			mu.Unlock()
 		})
 	}
-	buy(products[0])
-	<-rs.claiming
-	for i, p := range products[1:] {
+	held := seckill.CommitRounds
+	for _, p := range products[:held] {
+		buy(p)
+		<-rs.claiming
+	}
+	for i, p := range products[held:] {
 		buy(p)
 		poll.Eventually(t, 10*time.Second, fmt.Sprintf("product %d to wait for a round", p.ID), func() bool { return svc.RoundsWaiting() == i+1 })
 	}
@@ -93,9 +100,9 @@ func rounds(t *testing.T, svc *seckill.Service, rs *roundStore, products []*seck
 	return out
 }
 
-// Thirty products' purchases that come while a round is in flight are
-// served by the next round, all together: their locks taken, their fences
-// claimed and read in one call, their orders written in one.
+// Thirty products' purchases that come while every round is in flight
+// are served by the next round, all together: their locks taken, their
+// fences claimed and read in one call, their orders written in one.
 func TestRoundServesEveryWaitingProductTogether(t *testing.T) {
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
@@ -103,7 +110,7 @@ func TestRoundServesEveryWaitingProductTogether(t *testing.T) {
 		rs := newRoundStore(st)
 		svc := seckill.NewService(e.locker(lock.Options{}), rs, seckill.Options{BatchMax: 16})
 		var products []*seckill.Product
-		for range 30 {
+		for range seckill.CommitRounds + 30 {
 			products = append(products, e.product(st, 2))
 		}
 		out := rounds(t, svc, rs, products)
@@ -116,9 +123,13 @@ func TestRoundServesEveryWaitingProductTogether(t *testing.T) {
 			}
 		}
 		claims, places := rs.calls()
-		if len(claims) != 2 || len(claims[0]) != 1 || len(claims[1]) != 29 || len(places) != 2 || len(places[1]) != 29 {
-			t.Errorf("claim calls %d (products %v), write calls %d: want two of each, the second with the 29 products that waited",
-				len(claims), lens(claims), len(places))
+		n := seckill.CommitRounds
+		want := slices.Repeat([]int{1}, n)
+		written := lens(places)
+		slices.Sort(written)
+		if len(claims) != n+1 || len(claims[n]) != 30 || !slices.Equal(written, append(want, 30)) {
+			t.Errorf("claim calls %d (products %v), write calls %d (products %v): want %d of each, one per product held, then one with the 30 products that waited",
+				len(claims), lens(claims), len(places), lens(places), n+1)
 		}
 	})
 }
@@ -131,6 +142,47 @@ func lens(s [][]int64) []int {
 	return n
 }
 
+// A round that stalls (here in the store) holds up its own products only:
+// a purchase of another product that comes meanwhile is served by a round
+// of its own, and answered while the first is still stalled.
+func TestStalledRoundHoldsUpOnlyItsProducts(t *testing.T) {
+	e := newEnv(t)
+	st := e.store()
+	rs := newRoundStore(st)
+	rs.hold = 1
+	a, b := e.product(st, 5), e.product(st, 5)
+	svc := seckill.NewService(e.locker(lock.Options{}), rs, seckill.Options{BatchMax: 16})
+	ctx := context.Background()
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := svc.Purchase(ctx, a.ID, "x")
+		aDone <- err
+	}()
+	<-rs.claiming
+	bDone := make(chan error, 1)
+	go func() {
+		_, err := svc.Purchase(ctx, b.ID, "y")
+		bDone <- err
+	}()
+	select {
+	case err := <-bDone:
+		if err != nil {
+			t.Errorf("b, while a's round stalls: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("b was not answered within 10s while a's round stalled")
+	}
+	select {
+	case err := <-aDone:
+		t.Errorf("a was answered (%v) while its round stalled", err)
+	default:
+	}
+	close(rs.release)
+	if err := <-aDone; err != nil {
+		t.Errorf("a, once its round went on: %v", err)
+	}
+}
+
 // In a round of two products whose first product's fence a newer holder
 // claims before the round writes, that product's purchase is refused, and
 // the other's goes through: the fence refuses per product.
@@ -139,7 +191,11 @@ func TestRoundRefusesOneProductsStaleWriteAlone(t *testing.T) {
 		e := newEnvOn(t, db)
 		st := e.store()
 		rs := newRoundStore(st)
-		z, a, b := e.product(st, 5), e.product(st, 5), e.product(st, 5)
+		var fill []*seckill.Product // products whose rounds are held first
+		for range seckill.CommitRounds {
+			fill = append(fill, e.product(st, 5))
+		}
+		a, b := e.product(st, 5), e.product(st, 5)
 		rec := newCounts()
 		newer := func(ctx context.Context, products []int64) {
 			if slices.Contains(products, a.ID) {
@@ -151,9 +207,14 @@ func TestRoundRefusesOneProductsStaleWriteAlone(t *testing.T) {
 			}
 		}
 		svc := seckill.NewService(e.locker(lock.Options{}), rs, seckill.Options{BatchMax: 16, Chaos: newer, Recorder: rec})
-		out := rounds(t, svc, rs, []*seckill.Product{z, a, b})
-		if out[z.ID] != nil || out[b.ID] != nil || !errors.Is(out[a.ID], seckill.ErrFenceRejected) {
-			t.Fatalf("got %v, want z and b sold, a refused by the fence", out)
+		out := rounds(t, svc, rs, append(fill, a, b))
+		for _, p := range append(fill, b) {
+			if out[p.ID] != nil {
+				t.Errorf("product %d: %v, want it sold", p.ID, out[p.ID])
+			}
+		}
+		if !errors.Is(out[a.ID], seckill.ErrFenceRejected) {
+			t.Fatalf("product a: %v, want it refused by the fence", out[a.ID])
 		}
 		ctx := context.Background()
 		if got, _ := st.Product(ctx, a.ID); got.Stock != 5 || got.Sold != 0 {

@@ -23,3 +23,6 @@ func (s *Service) ReadsWaiting(productID int64) int {
 // RoundsWaiting reports how many products wait for a round of the commit
 // line in s (the leader of a round in flight is not waiting).
 func (s *Service) RoundsWaiting() int { return s.commits.waiting(commitsKey) }
+
+// CommitRounds is how many rounds of one process may be at work at once.
+const CommitRounds = commitRounds

@@ -79,6 +79,7 @@ type Service struct {
 	wait               time.Duration
 	batch              batcher
 	commits            commits
+	rounds             chan struct{} // one token per round at work (commit.go)
 	reads              reads
 }
 
@@ -100,6 +101,7 @@ func NewService(locker Locker, store Store, opts Options) *Service {
 		wait:     opts.Wait,
 		batch:    newLine[*purchaseCall, callResult](),
 		commits:  newLine[*holdCall, holdResult](),
+		rounds:   make(chan struct{}, commitRounds),
 		reads:    newLine[*readCall, readResult](),
 	}
 	if opts.Unfenced {
