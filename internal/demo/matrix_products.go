@@ -21,10 +21,14 @@ import (
 //
 //   - lease expiry: as the one-product row, the stall ending when another
 //     holder of the stalled one's product comes (stallHook).
-//   - Redis restarted: every critical section that reaches the chaos hook
-//     is held there (restartHook) until Redis has been restarted without
-//     persistence, which forgets their locks; then the first holder of a
-//     held product to come (it took the forgotten lock) lets them all go.
+//   - Redis restarted: the first critical sections of each replica to reach
+//     the chaos hook (restartHeld of them) are held there (restartHook)
+//     until Redis has been restarted without persistence, which forgets
+//     their locks; then the first holder of a held product to come (it
+//     took the forgotten lock) lets them all go. The other critical
+//     sections pass: a replica has a few rounds at work at once
+//     (seckill's commit line), and one held in every one of them would
+//     leave no round for that holder.
 //     They write after their successor read: the fence refuses them; without
 //     it, they write back what they read, and oversell.
 //   - replica killed: one replica, a process of its own, stalls in every
@@ -115,7 +119,7 @@ func runProductsRow(ctx context.Context, o options, rds *redisHandle, logger *sl
 	case productsRestart:
 		hook = newRestartHook()
 		for i := range specs {
-			specs[i].cfg.Chaos = hook.run
+			specs[i].cfg.Chaos = hook.runFor(i)
 		}
 	case productsKill:
 		if o.command == nil {
@@ -187,25 +191,36 @@ func killHolder(ctx context.Context, c *cluster) productsEvidence {
 }
 
 // restartHook is the Redis-restart rows' chaos hook, shared by the
-// replicas of one sale (they run in this process). Until the restart,
-// every critical section is held at the hook; after it, one of a product
-// not held passes, and the first of a product held (its lock, forgotten by
-// Redis, taken again) lets every held one go, and passes.
+// replicas of one sale (they run in this process). Until the restart, the
+// first restartHeld critical sections of each replica are held at the
+// hook, and the others pass; after it, one of a product not held passes,
+// and the first of a product held (its lock, forgotten by Redis, taken
+// again) lets every held one go, and passes.
 type restartHook struct {
 	mu        sync.Mutex
 	restarted bool
 	held      map[int64]int // the products of the held critical sections
 	sections  int           // critical sections held now
+	byReplica map[int]int   // critical sections held, by replica
 	overlaps  int64
 	gate      chan struct{}
 	once      sync.Once
 }
 
+// restartHeld is how many critical sections of each replica the restart
+// rows hold: fewer than the rounds a replica may have at work at once.
+const restartHeld = 2
+
 func newRestartHook() *restartHook {
-	return &restartHook{held: map[int64]int{}, gate: make(chan struct{})}
+	return &restartHook{held: map[int64]int{}, byReplica: map[int]int{}, gate: make(chan struct{})}
 }
 
-func (h *restartHook) run(ctx context.Context, products []int64) {
+// runFor is the hook of replica i.
+func (h *restartHook) runFor(i int) func(ctx context.Context, products []int64) {
+	return func(ctx context.Context, products []int64) { h.run(ctx, i, products) }
+}
+
+func (h *restartHook) run(ctx context.Context, replica int, products []int64) {
 	h.mu.Lock()
 	if h.restarted {
 		for _, p := range products {
@@ -218,6 +233,11 @@ func (h *restartHook) run(ctx context.Context, products []int64) {
 		h.mu.Unlock()
 		return
 	}
+	if h.byReplica[replica] >= restartHeld {
+		h.mu.Unlock()
+		return
+	}
+	h.byReplica[replica]++
 	for _, p := range products {
 		h.held[p]++
 	}
@@ -234,6 +254,7 @@ func (h *restartHook) run(ctx context.Context, products []int64) {
 		}
 	}
 	h.sections--
+	h.byReplica[replica]--
 	h.mu.Unlock()
 }
 
@@ -283,8 +304,8 @@ func (h *restartHook) inject(ctx context.Context, rds *redisHandle) productsEvid
 func productsLegend() string {
 	return strings.Join([]string{
 		fmt.Sprintf("%d products: the sale sells that many at once, the buyers spread by %s; each product is checked on its own. Redis", matrixProducts, loadtest.DefaultSkew),
-		"restarted: every critical section is held until Redis has restarted, then until a later holder of a held product comes (the",
-		fmt.Sprintf("lock Redis forgot, taken again). replica killed: one replica, a process of its own (lock TTL %v), pauses in every critical", killTTL),
+		fmt.Sprintf("restarted: each replica's first %d critical sections are held until Redis has restarted, then until a later holder of a", restartHeld),
+		fmt.Sprintf("held product comes (the lock Redis forgot, taken again). replica killed: one replica, a process of its own (lock TTL %v), pauses in every critical", killTTL),
 		"section and is killed once two of its holders pause there; unfenced, the pause is between the order's insert and the stock's write.",
 	}, "\n")
 }
