@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 )
 
 // Group commit across products: the batches of one process, whatever
@@ -14,11 +16,11 @@ import (
 //
 // Each product's purchases queue per product (batch.go), and the oldest
 // leads that product: it asks the commit line for a round. The oldest of
-// the requests waiting leads one: once fewer than commitRounds rounds are
-// at work, it takes them all (up to commitMaxProducts) and hands the lead
-// on at once, so that the requests that come meanwhile form the next
-// round without waiting for this one to end. It tries every one of their
-// locks at once, waiting for
+// the requests waiting leads one: it takes them all (up to
+// commitMaxProducts), and hands the lead on when its round ends, or once
+// the round has been at work for commitOverlapAfter, whichever comes
+// first: the requests that came meanwhile then form the next round. It
+// tries every one of their locks at once, waiting for
 // none (Locker.TryAcquireAll: one round trip), takes each locked product's
 // purchases from its queue (up to BatchMax), claims every product's fence
 // and reads the products and their buyers' orders (Store.ClaimAndReadAll:
@@ -49,15 +51,19 @@ const commitsKey = 0
 // statements of its transactions.
 const commitMaxProducts = 128
 
-// commitRounds is the most rounds of one process at work at once. More
-// than one, so that a round that is slow (a stalled holder, a slow
-// statement, a round trip to Redis or the database) holds up only its own
-// products: the next round, of the products that came meanwhile, goes on.
-// A product is in one round at a time (its queue has one leader), and a
-// round waits for no lock, so rounds at once cannot deadlock. The bound
-// keeps requests that come while every round is at work together, for
-// the next round.
-const commitRounds = 4
+// A round that is slow (a stalled holder, a slow statement, a lost round
+// trip) must hold up its own products only: after commitOverlapAfter, the
+// next round, of the products that came meanwhile, starts beside it, up to
+// commitRounds rounds at once. Not before: a round that waits for the one
+// before it to end takes all that came meanwhile, and the fewer the rounds,
+// the fewer the lock and database round trips (with 4 rounds always at
+// once, a sale over 2,000 products sold about a third less on SQLite). A
+// product is in one round at a time (its queue has one leader), and a
+// round waits for no lock, so rounds at once cannot deadlock.
+const (
+	commitOverlapAfter = 100 * time.Millisecond
+	commitRounds       = 4
+)
 
 // holdCall is a product's request for a round: its queue and its leader,
 // and its lock, when the leader waited for it.
@@ -95,7 +101,13 @@ func (s *Service) commit(ctx context.Context, h *holdCall) holdResult {
 	s.rounds <- struct{}{}
 	defer func() { <-s.rounds }()
 	holds, _, _ := s.commits.take(q, h, commitMaxProducts, nil)
-	s.commits.handOn(commitsKey, q, h)
+	var once sync.Once
+	handOn := func() { once.Do(func() { s.commits.handOn(commitsKey, q, h) }) }
+	overlap := time.AfterFunc(commitOverlapAfter, handOn)
+	defer func() {
+		overlap.Stop()
+		handOn()
+	}()
 	return serveTaken(holds, h, holdResult{mine: callResult{err: errBatchAborted}}, func() []holdResult {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchWorkTimeout)
 		defer cancel()
