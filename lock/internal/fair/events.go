@@ -321,12 +321,12 @@ func (l *Locker) leaseEnded(h *Hold, cause error) {
 // step is what a driver does next, with what it needs for it.
 type step struct {
 	a          action
-	closed     bool         // stop: the Locker is closed (Close withdraws the tickets)
-	ticket     string       // withdraw, register, refresh: the ticket
-	sent       time.Time    // register, refresh: the call's send time
-	wait       pause        // sleep
-	subscribed bool         // stop: the driver had subscribed
-	mine       []*subEntry  // stop: the entries it added
+	closed     bool        // stop: the Locker is closed (Close withdraws the tickets)
+	ticket     string      // withdraw, register, refresh: the ticket
+	sent       time.Time   // register, refresh: the call's send time
+	wait       pause       // sleep
+	subscribed bool        // stop: the driver had subscribed
+	mine       []*subEntry // stop: the entries it added
 }
 
 // nextStep: q's driver asks what to do now (queue.next), and takes the
