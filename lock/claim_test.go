@@ -63,7 +63,7 @@ func TestHelperWaitingProcess(t *testing.T) {
 		t.Skip("the child process of TestGrantToCrashedProcess*")
 	}
 	c := redis.NewClient(&redis.Options{Addr: addr})
-	l, err := lock.New(c, lock.Options{WaitTimeout: -1})
+	l, err := lock.NewForTest(c, lock.Options{WaitTimeout: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

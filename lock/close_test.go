@@ -48,7 +48,7 @@ func acquireRacingClose(t *testing.T) error {
 	}
 	loadScripts(t, c) // no NOSCRIPT round trip around the delayed request
 	const ttl = 300 * time.Millisecond
-	l, err := lock.New(cc, lock.Options{TTL: ttl})
+	l, err := lock.NewForTest(cc, lock.Options{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,10 @@
 package lock
 
 import (
-	"errors"
-	"fmt"
+	"github.com/seckill-ref/seckill/lock/internal/core"
+	"github.com/seckill-ref/seckill/lock/internal/fair"
+	"github.com/seckill-ref/seckill/lock/internal/lease"
+	"github.com/seckill-ref/seckill/lock/internal/replicas"
 )
 
 var (
@@ -12,7 +14,7 @@ var (
 	// both errors.Is(err, ErrNotAcquired) and errors.Is(err,
 	// context.Canceled) (or context.DeadlineExceeded) hold; when Redis
 	// failed, the error matches go-redis's error.
-	ErrNotAcquired = errors.New("lock: not acquired")
+	ErrNotAcquired = core.ErrNotAcquired
 
 	// ErrNotHeld means a Release or Extend found the lock no longer owned by
 	// the caller: the lease ran out (and perhaps someone else holds it now),
@@ -20,24 +22,18 @@ var (
 	// lock. (A Release still does its other work: it queues this process
 	// again for its other waiting goroutines, and hands a free lock to the
 	// next process in line.)
-	ErrNotHeld = errors.New("lock: not held")
+	ErrNotHeld = core.ErrNotHeld
 
 	// ErrLeaseLost is why a Lock's Lost channel closed and its contexts were
 	// cancelled: renewal found another owner, or the lease ran out before a
 	// renewal succeeded. It matches ErrNotHeld.
-	ErrLeaseLost = fmt.Errorf("%w: lease lost", ErrNotHeld)
+	ErrLeaseLost = lease.ErrLeaseLost
 
 	// ErrNotReplicated means the lock was taken on the master but too few
 	// replicas acknowledged it in time (Options.WaitReplicas), so it was
 	// released again. It matches ErrNotAcquired.
-	ErrNotReplicated = fmt.Errorf("%w: too few replicas acknowledged", ErrNotAcquired)
+	ErrNotReplicated = replicas.ErrNotReplicated
 
 	// ErrClosed is returned by a Locker after Close.
-	ErrClosed = errors.New("lock: locker closed")
+	ErrClosed = fair.ErrClosed
 )
-
-// notAcquired wraps the reason a wait ended so that the error matches both
-// ErrNotAcquired and cause (redsync #164 and bsm/redislock #79 ask for this).
-func notAcquired(name string, cause error) error {
-	return fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, cause)
-}

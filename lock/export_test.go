@@ -2,19 +2,46 @@ package lock
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-ref/seckill/lock/internal/core"
+	"github.com/seckill-ref/seckill/lock/internal/core/luagen"
 )
+
+// controls are the test switches the Lockers that the tests create from
+// now on get (NewForTest, NewRedlockForTest). The switches below set them
+// for a test and restore them after; the lock itself reads only each
+// Locker's own copy.
+var controls testControls
+
+// NewForTest is New, with the switches set now.
+func NewForTest(client redis.UniversalClient, opts Options) (*Locker, error) {
+	return newSingle(client, opts, controls)
+}
+
+// NewRedlockForTest is NewRedlock, with the switches set now.
+func NewRedlockForTest(clients []redis.UniversalClient, opts Options) (*Locker, error) {
+	return newRedlock(clients, opts, controls)
+}
+
+// set changes one switch for the Lockers created from now on, and returns
+// what puts it back.
+func set(change func(*testControls)) (restore func()) {
+	old := controls
+	change(&controls)
+	return func() { controls = old }
+}
 
 // SetHealthInterval shortens the subscription's health check for a test.
 // Call it before creating the Lockers it should apply to.
 func SetHealthInterval(d time.Duration) (restore func()) {
-	old := hooks.healthInterval
-	hooks.healthInterval = d
-	return func() { hooks.healthInterval = old }
+	return set(func(c *testControls) { c.fair.HealthInterval = d })
 }
 
 // The rules below each undo one safeguard of the scripts, for the negative
@@ -79,24 +106,28 @@ queued = ''
 // (one of the constants above) in place; restore undoes it for later ones.
 // A rule that replaces next_token follows token.lua, any other common.lua.
 func UseScriptRule(rule string) (restore func()) {
-	old := hooks.scripts
-	hooks.scripts = ruleScripts(rule)
-	return func() { hooks.scripts = old }
+	s := ruleScripts(rule)
+	return set(func(c *testControls) { c.scripts = s })
 }
 
-func ruleScripts(rule string) *scriptSet {
+func ruleScripts(rule string) *core.Scripts {
+	parts := os.DirFS(filepath.Join("internal", "core", "lua", "parts"))
+	tokenRule := ""
 	if strings.Contains(rule, "next_token =") {
-		return newScriptSet(scriptSources(rule, ""))
+		tokenRule, rule = rule, ""
 	}
-	return newScriptSet(scriptSources("", rule))
+	a, r, w, err := luagen.Build(parts, tokenRule, rule)
+	if err != nil {
+		panic(err)
+	}
+	return core.NewScripts(a, r, w)
 }
 
 // IgnoreCloseInAcquire makes Acquire return what it won even when Close
 // began meanwhile; restore undoes it. No Locker may be in use when either
 // is called.
 func IgnoreCloseInAcquire() (restore func()) {
-	hooks.acquireIgnoresClose = true
-	return func() { hooks.acquireIgnoresClose = false }
+	return set(func(c *testControls) { c.fair.AcquireIgnoresClose = true })
 }
 
 // IgnoreRequeueTombstone lets a release queue the process under a ticket
@@ -111,31 +142,27 @@ end
 // reply is lost, as it does for ordinary commands; restore undoes it. No
 // Locker may be in use when either is called.
 func RetryScriptCalls() (restore func()) {
-	hooks.retryScriptCalls = true
-	return func() { hooks.retryScriptCalls = false }
+	return set(func(c *testControls) { c.retryScriptCalls = true })
 }
 
 // NoReleaseInference makes a Release whose first call's reply was lost
 // report only what its second call saw; restore undoes it. No Locker may
 // be in use when either is called.
 func NoReleaseInference() (restore func()) {
-	hooks.noReleaseInference = true
-	return func() { hooks.noReleaseInference = false }
+	return set(func(c *testControls) { c.fair.NoReleaseInference = true })
 }
 
 // KeepSubMillisecond makes Lockers created from now on keep durations finer
 // than a millisecond, which Redis rounds down; restore undoes it.
 func KeepSubMillisecond() (restore func()) {
-	hooks.keepSubMillisecond = true
-	return func() { hooks.keepSubMillisecond = false }
+	return set(func(c *testControls) { c.keepSubMillisecond = true })
 }
 
 // UnsubscribeByQueue makes an ending driver remove its lock's channel entry
 // whenever it belongs to the same queue, also one a newer driver added;
 // restore undoes it.
 func UnsubscribeByQueue() (restore func()) {
-	hooks.unsubscribeByQueue = true
-	return func() { hooks.unsubscribeByQueue = false }
+	return set(func(c *testControls) { c.fair.UnsubscribeByQueue = true })
 }
 
 // OnEvent calls fn at the steps testEvent marks: "subscribed" (a driver's
@@ -143,17 +170,19 @@ func UnsubscribeByQueue() (restore func()) {
 // remove it) and "unsubscribed", each with the lock's name. restore undoes
 // it. No Locker may be in use when either is called.
 func OnEvent(fn func(event, name string)) (restore func()) {
-	old := hooks.onEvent
-	hooks.onEvent = fn
-	return func() { hooks.onEvent = old }
+	return set(func(c *testControls) { c.fair.OnEvent = fn })
 }
 
 // ScriptSources are the sources of the scripts a Locker created now runs
 // through EVALSHA (with the rule UseScriptRule put in place, if any), to
 // load them into a server's script cache.
 func ScriptSources() []string {
-	s := Options{}.scripts()
-	return []string{s.acquire.src, s.release.src, s.withdraw.src, extendLua}
+	s := Options{}.scripts(controls)
+	extend, err := os.ReadFile(filepath.Join("internal", "core", "lua", "extend.lua"))
+	if err != nil {
+		panic(err)
+	}
+	return []string{s.Acquire.Src, s.Release.Src, s.Withdraw.Src, string(extend)}
 }
 
 // ScriptCall says which of the lock's script calls the command args (as
@@ -175,15 +204,15 @@ func ScriptCall(args []string) (script, mode, ticket string) {
 		}
 		return ""
 	}
-	s := Options{}.scripts()
+	s := Options{}.scripts(controls)
 	switch args[1] {
-	case s.acquire.Hash():
+	case s.Acquire.Hash():
 		return "acquire", arg(3), arg(0)
-	case s.release.Hash():
+	case s.Release.Hash():
 		return "release", "", arg(0)
-	case s.withdraw.Hash():
+	case s.Withdraw.Hash():
 		return "withdraw", "", arg(1)
-	case extendScript.Hash():
+	case core.ExtendScript.Hash():
 		return "extend", "", arg(0)
 	}
 	return "", "", ""
@@ -193,35 +222,23 @@ func ScriptCall(args []string) (script, mode, ticket string) {
 // lock called name, in mode ("0", "1" or "2"), with the default options
 // and process id pid, and returns its reply.
 func RunAcquireScript(ctx context.Context, c redis.UniversalClient, name, ticket, pid, mode string) ([]int64, error) {
-	o, err := Options{}.withDefaults()
+	o, err := Options{}.withDefaults(false)
 	if err != nil {
 		return nil, err
 	}
-	k := newKeys(o.Prefix, name)
-	return o.scripts().acquire.Run(ctx, c, k.forTicket(ticket),
-		ticket, o.TTL.Milliseconds(), pid, mode, o.entryLease().Milliseconds(), k.channel, o.fenceTTLms()).Int64Slice()
+	k := core.NewKeys(o.Prefix, name)
+	return o.scripts(controls).Acquire.Run(ctx, c, k.ForTicket(ticket),
+		ticket, o.TTL.Milliseconds(), pid, mode, o.entryLease().Milliseconds(), k.Channel, o.fenceTTLms()).Int64Slice()
 }
 
 // Waiting reports how many goroutines of this Locker wait for the lock
 // called name.
-func (l *Locker) Waiting(name string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if q := l.queues[name]; q != nil {
-		return len(q.waiters)
-	}
-	return 0
-}
+func (l *Locker) Waiting(name string) int { return l.f.Waiting(name) }
 
 // Listening reports whether this Locker's driver for the lock called name
 // listens for grants, so that a release may queue the process in Redis.
-func (l *Locker) Listening(name string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	q := l.queues[name]
-	return q != nil && q.driver == listening
-}
+func (l *Locker) Listening(name string) bool { return l.f.Listening(name) }
 
 // ID is this Locker's process id, under which it stands in the locks'
 // queues in Redis.
-func (l *Locker) ID() string { return l.id }
+func (l *Locker) ID() string { return l.f.ID() }

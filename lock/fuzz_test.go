@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
+	"github.com/seckill-ref/seckill/lock/internal/core"
 )
 
 // The key layout's guarantees, checked for any name and prefix the Locker
@@ -47,17 +48,17 @@ func keySlot(key string) uint16 {
 }
 
 // allKeys lists every name a lock uses in Redis for one ticket: each
-// string field of keys (read by reflection, so that a key added to the
-// layout is checked too) and the scripts' KEYS.
-func allKeys(k keys, ticket string) []string {
+// string field of core.Keys but the lock's name (read by reflection, so
+// that a key added to the layout is checked too) and the scripts' KEYS.
+func allKeys(k core.Keys, ticket string) []string {
 	var out []string
 	v := reflect.ValueOf(k)
 	for i := range v.NumField() {
-		if f := v.Field(i); f.Kind() == reflect.String {
+		if f := v.Field(i); f.Kind() == reflect.String && v.Type().Field(i).Name != "Name" {
 			out = append(out, f.String())
 		}
 	}
-	return append(out, k.forTicket(ticket)...)
+	return append(out, k.ForTicket(ticket)...)
 }
 
 // checkLayout reports the first way in which layout, the keys of a name,
@@ -84,8 +85,8 @@ func checkLayout(layout func(name string) []string, a, b string) string {
 // accepted reports whether a Locker takes prefix and name, and returns
 // the prefix it would use.
 func accepted(prefix, name string) (string, bool) {
-	opts, err := Options{Prefix: prefix}.withDefaults()
-	return opts.Prefix, err == nil && checkName(name) == nil
+	opts, err := Options{Prefix: prefix}.withDefaults(false)
+	return opts.Prefix, err == nil && core.CheckName(name) == nil
 }
 
 // ticketOf makes a ticket, which is a UUID, of the first 16 bytes of b.
@@ -123,7 +124,7 @@ func FuzzKeyLayout(f *testing.F) {
 			return
 		}
 		ticket := map[string]string{a: ticketOf(ta), b: ticketOf(tb)}
-		layout := func(name string) []string { return allKeys(newKeys(pa, name), ticket[name]) }
+		layout := func(name string) []string { return allKeys(core.NewKeys(pa, name), ticket[name]) }
 		if msg := checkLayout(layout, a, b); msg != "" {
 			t.Fatalf("prefix %q: %s", pa, msg)
 		}

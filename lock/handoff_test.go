@@ -218,7 +218,7 @@ func TestAmbiguousAcquireFailsClosed(t *testing.T) {
 	// bounds the wait for a reply.
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	defer c.Close()
-	l, err := lock.New(c, lock.Options{TTL: time.Minute})
+	l, err := lock.NewForTest(c, lock.Options{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,7 +147,7 @@ func release(t *testing.T, lk *lock.Lock) {
 // client, if the test's cleanup closes that).
 func newLockerOn(t *testing.T, client redis.UniversalClient, opts lock.Options) *lock.Locker {
 	t.Helper()
-	l, err := lock.New(client, opts)
+	l, err := lock.NewForTest(client, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"sync"
-	"time"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-ref/seckill/lock/internal/core"
+	"github.com/seckill-ref/seckill/lock/internal/fair"
+	"github.com/seckill-ref/seckill/lock/internal/lease"
+	"github.com/seckill-ref/seckill/lock/internal/replicas"
 )
 
 // Locker hands out named locks stored in one Redis deployment (a single
@@ -19,72 +20,80 @@ import (
 // process contends in Redis, and one subscription per process carries the
 // hand-off messages.
 //
-// Four mutexes nest, always in this order, each taken only while holding
-// those before it or none: subscriber.opMu (syncChannel and reconnect read
-// the wanted channels under it), then Locker.mu (newLock starts a Lock's
-// watchdog entry under it), then Lock.mu (a Lock schedules its next event
-// under it), then watchdog.mu, which is held while taking no other
-// (watchdog.fire calls Lock.due after releasing it). redlock.mu guards only
-// the count of node calls in flight and is taken with none of them held.
+// It is a thin layer over the package's layers (see docs/lock.md): the
+// fair wait (lock/internal/fair), over the lease (lock/internal/lease),
+// over the core calls to Redis (lock/internal/core, or
+// lock/internal/redlock). Two mutexes guard its state, one per layer that
+// has shared state, and neither is ever taken while the other is held.
 type Locker struct {
-	backend backend
-	opts    Options
-	id      string // this process's identity in the locks' wait queues
+	f    *fair.Locker
+	opts Options
+}
 
-	ctx    context.Context // ends at Close: stops drivers, watchdogs, the subscription
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // every goroutine the Locker starts
-
-	mu     sync.Mutex
-	queues map[string]*queue // by lock name; present while held, awaited or queued here
-	subs   []*subscriber     // one per backend subscriber client, nil while unused
-	closed bool
-
-	dog watchdog // renewals and deadlines of held Locks
+// testControls are a Locker's test switches, each breaking one safeguard
+// or shortening a step; the zero value is the lock as documented. Only the
+// package's tests set them (export_test.go), per Locker.
+type testControls struct {
+	fair               fair.TestControls
+	keepSubMillisecond bool
+	retryScriptCalls   bool
+	scripts            *core.Scripts // nil: the lock's own
 }
 
 // New returns a Locker whose locks live in the Redis deployment behind
 // client. It checks opts but does not contact Redis.
 func New(client redis.UniversalClient, opts Options) (*Locker, error) {
-	return newLocker(opts, func(o Options, id string) backend {
-		return newSingle(client, o, id)
+	return newSingle(client, opts, testControls{})
+}
+
+func newSingle(client redis.UniversalClient, opts Options, tc testControls) (*Locker, error) {
+	return newLocker(opts, tc, func(o Options, id string, _ func(func())) core.Backend {
+		var b core.Backend = core.NewSingle(client, core.Config{
+			TTL: o.TTL, EntryLease: o.entryLease(), FenceTTLms: o.fenceTTLms(),
+			Scripts: o.scripts(tc), RetryScriptCalls: tc.retryScriptCalls,
+		}, id)
+		if o.WaitReplicas > 0 {
+			b = replicas.New(b, client, o.WaitReplicas, o.WaitReplicasTimeout, o.TTL)
+		}
+		return b
 	})
 }
 
-func newLocker(opts Options, mk func(Options, string) backend) (*Locker, error) {
-	opts, err := opts.withDefaults()
+// newLocker checks opts and builds the layers over the backend mk makes.
+func newLocker(opts Options, tc testControls, mk func(o Options, id string, goCall func(func())) core.Backend) (*Locker, error) {
+	opts, err := opts.withDefaults(tc.keepSubMillisecond)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	id := uuid.NewString()
-	b := mk(opts, id)
-	l := &Locker{
-		backend: b,
-		opts:    opts,
-		id:      id,
-		ctx:     ctx,
-		cancel:  cancel,
-		queues:  make(map[string]*queue),
-		subs:    make([]*subscriber, len(b.subscribers())),
+	cfg := fair.Config{
+		Prefix:          opts.Prefix,
+		TTL:             opts.TTL,
+		WaitTimeout:     opts.WaitTimeout,
+		RecheckInterval: opts.RecheckInterval,
+		ClaimLease:      opts.claimLease(),
+		NoLocalRuns:     opts.DisableRenewal || opts.WaitReplicas > 0,
+		Lease: lease.Config{
+			TTL:            opts.TTL,
+			RenewInterval:  opts.RenewInterval,
+			DisableRenewal: opts.DisableRenewal,
+			BackoffCap:     opts.RecheckInterval,
+		},
+		Observer: opts.Observer,
+		Test:     tc.fair,
 	}
-	l.dog.locker = l
-	return l, nil
+	f := fair.New(cfg, func(id string, goCall func(func())) core.Backend { return mk(opts, id, goCall) })
+	return &Locker{f: f, opts: opts}, nil
 }
 
-// goTracked runs fn in a goroutine counted in l.wg, unless Close has begun.
-func (l *Locker) goTracked(fn func()) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return false
+// scripts is the script set these options, and a test's controls, select.
+func (o Options) scripts(tc testControls) *core.Scripts {
+	switch {
+	case o.UnsafeCounterTokens:
+		return core.CounterTokenScripts
+	case tc.scripts != nil:
+		return tc.scripts
 	}
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		fn()
-	}()
-	return true
+	return core.SafeScripts
 }
 
 // Acquire blocks until it holds the lock called name, ctx ends, or
@@ -95,7 +104,8 @@ func (l *Locker) goTracked(fn func()) bool {
 // A wait that ends returns an error matching ErrNotAcquired and the
 // context's error. An uncontended Acquire costs one round trip to Redis.
 func (l *Locker) Acquire(ctx context.Context, name string) (*Lock, error) {
-	return l.acquire(ctx, name, true)
+	h, err := l.f.Acquire(ctx, name, true)
+	return l.lock(h), err
 }
 
 // TryAcquire makes one attempt and returns ErrNotAcquired at once if the
@@ -103,7 +113,8 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Lock, error) {
 // or awaits it, or the Locker is still withdrawing a place in its queue or
 // a grant that nobody here took.
 func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lock, error) {
-	return l.acquire(ctx, name, false)
+	h, err := l.f.Acquire(ctx, name, false)
+	return l.lock(h), err
 }
 
 // TryAcquireAll makes one attempt at each of names, as TryAcquire does,
@@ -117,72 +128,10 @@ func (l *Locker) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 // (Acquire) only for those held elsewhere. On Redlock the attempts run at
 // once, each its own round trip to every node.
 func (l *Locker) TryAcquireAll(ctx context.Context, names []string) ([]*Lock, []error) {
-	start := time.Now()
-	locks, errs := make([]*Lock, len(names)), make([]error, len(names))
-	qs := make([]*queue, len(names))
-	l.mu.Lock()
-	for i, name := range names {
-		switch err := checkName(name); {
-		case err != nil:
-			errs[i] = err
-		case l.closed:
-			errs[i] = ErrClosed
-		case l.queues[name] != nil:
-			errs[i] = fmt.Errorf("%w: %q is held or awaited in this process", ErrNotAcquired, name)
-		default:
-			qs[i] = l.newQueue(name)
-			qs[i].tryStart()
-		}
-	}
-	l.mu.Unlock()
-
-	var ks []keys
-	var sentFor []int
-	for i, q := range qs {
-		if q != nil {
-			ks = append(ks, q.k)
-			sentFor = append(sentFor, i)
-		}
-	}
-	res, rerrs := l.backend.attemptAll(ctx, ks)
-	var unwanted []int // won after Close began: withdrawn
-	l.mu.Lock()
-	for j, i := range sentFor {
-		q := qs[i]
-		var g *grant
-		if rerrs[j] == nil && res[j].status == acquired {
-			g = &grant{ticket: res[j].owner, token: res[j].token, deadline: res[j].deadline}
-		}
-		if g != nil && l.closed && !hooks.acquireIgnoresClose {
-			q.tried(nil)
-			l.tend(q)
-			unwanted = append(unwanted, j)
-			errs[i] = ErrClosed
-			continue
-		}
-		if locks[i] = q.tried(g); locks[i] != nil {
-			continue
-		}
-		l.tend(q)
-		if rerrs[j] != nil {
-			errs[i] = notAcquired(q.name, rerrs[j])
-		} else {
-			errs[i] = fmt.Errorf("%w: %q is held", ErrNotAcquired, q.name)
-		}
-	}
-	l.mu.Unlock()
-	for _, j := range unwanted {
-		l.withdraw(ctx, ks[j], res[j].owner)
-	}
-	for i, lk := range locks {
-		if lk != nil {
-			locks[i], errs[i] = l.acquired(ctx, lk, nil)
-		}
-		if errs[i] != nil {
-			l.opts.Observer.AcquireFailed(names[i], time.Since(start), errs[i])
-		} else {
-			l.opts.Observer.Acquired(names[i], time.Since(start), false)
-		}
+	holds, errs := l.f.TryAcquireAll(ctx, names)
+	locks := make([]*Lock, len(holds))
+	for i, h := range holds {
+		locks[i] = l.lock(h)
 	}
 	return locks, errs
 }
@@ -193,22 +142,18 @@ func (l *Locker) TryAcquireAll(ctx context.Context, names []string) ([]*Lock, []
 // Locks must be this Locker's.
 func (l *Locker) ReleaseAll(ctx context.Context, locks []*Lock) []error {
 	errs := make([]error, len(locks))
-	begun := make([]releaseBegun, len(locks))
-	var going []*Lock
+	var holds []*fair.Hold
 	var at []int
 	for i, lk := range locks {
 		if lk.locker != l {
-			errs[i] = fmt.Errorf("lock: release %q: the Lock is another Locker's", lk.name)
+			errs[i] = fmt.Errorf("lock: release %q: the Lock is another Locker's", lk.Name())
 			continue
 		}
-		if begun[i], errs[i] = lk.startRelease(); errs[i] == nil {
-			going = append(going, lk)
-			at = append(at, i)
-		}
+		holds = append(holds, lk.h)
+		at = append(at, i)
 	}
-	released, rerrs := l.releaseAll(ctx, going)
-	for j, i := range at {
-		errs[i] = locks[i].endRelease(begun[i], released[j], rerrs[j])
+	for j, err := range l.f.ReleaseAll(ctx, holds) {
+		errs[at[j]] = err
 	}
 	return errs
 }
@@ -229,7 +174,7 @@ func (l *Locker) Do(ctx context.Context, name string, fn func(ctx context.Contex
 	defer func() {
 		cancel()
 		// The caller's ctx may be done by now; the release must still run.
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), core.ReleaseTimeout)
 		defer rcancel()
 		if rerr := lk.Release(rctx); rerr != nil {
 			err = errors.Join(err, rerr)
@@ -237,11 +182,6 @@ func (l *Locker) Do(ctx context.Context, name string, fn func(ctx context.Contex
 	}()
 	return fn(fctx, lk)
 }
-
-// releaseTimeout bounds the calls that run without a caller's context, or
-// after it ended: releases, withdraws, the driver's calls. If a release or
-// a withdraw fails, the lease's TTL frees the lock.
-const releaseTimeout = 2 * time.Second
 
 // Close stops the Locker's background work: waiters get ErrClosed, held
 // Locks stop renewing and report ErrClosed through Lost. Release held Locks
@@ -252,65 +192,8 @@ const releaseTimeout = 2 * time.Second
 // block the lock for its claim lease), and waits for every goroutine the
 // Locker started.
 func (l *Locker) Close() error {
-	type withdrawal struct {
-		k      keys
-		ticket string
-	}
-	l.mu.Lock()
-	l.closed = true
-	subs := l.subs
-	l.subs = make([]*subscriber, len(subs))
-	var held []*Lock
-	var tickets []withdrawal
-	for _, q := range l.queues {
-		holder, ts := q.close()
-		if holder != nil {
-			held = append(held, holder)
-		}
-		for _, t := range ts {
-			tickets = append(tickets, withdrawal{q.k, t})
-		}
-	}
-	l.mu.Unlock()
-	for _, g := range tickets {
-		l.withdraw(context.Background(), g.k, g.ticket)
-	}
-	l.cancel()
-	for _, lk := range held {
-		lk.lose(ErrClosed)
-	}
-	l.dog.stop()
-	for _, s := range subs {
-		if s != nil {
-			s.close()
-		}
-	}
-	l.wg.Wait()
-	l.backend.close()
+	l.f.Close()
 	return nil
-}
-
-// tend is called under Locker.mu after every event of q: it starts or
-// wakes q's driver while q has work (goroutines waiting, a ticket, tickets
-// to withdraw), and forgets q when nothing is left.
-func (l *Locker) tend(q *queue) {
-	if len(q.waiters) > 0 || q.ticket != "" || len(q.withdrawing) > 0 {
-		if q.driver == stopped && !l.closed {
-			q.driver = starting
-			if q.wakeup == nil {
-				q.wakeup = make(chan struct{}, 1)
-			}
-			l.wg.Add(1)
-			go l.drive(q)
-		}
-	}
-	if q.driver != stopped {
-		q.wake() // also when nothing is left: the driver ends
-		return
-	}
-	if !q.busy() && len(q.waiters) == 0 && l.queues[q.name] == q {
-		delete(l.queues, q.name)
-	}
 }
 
 // Names reports how many lock names this Locker keeps state for in
@@ -319,61 +202,12 @@ func (l *Locker) tend(q *queue) {
 // forgotten when the process is done with it, so Names falls back to 0
 // whenever nothing is held or awaited, however many names were locked: a
 // count that stays above 0 then is state left behind.
-func (l *Locker) Names() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	names := make(map[string]bool, len(l.queues))
-	for name := range l.queues {
-		names[name] = true
-	}
-	for _, s := range l.subs {
-		if s == nil {
-			continue
-		}
-		for _, sc := range s.channels {
-			names[sc.q.name] = true
-		}
-	}
-	return len(names)
-}
+func (l *Locker) Names() int { return l.f.Names() }
 
-// leaseEnded is told by a Lock that lost its lease: it no longer keeps this
-// process's other waiters from contending, and its run is over.
-func (l *Locker) leaseEnded(lk *Lock, cause error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if lk.run != nil {
-		lk.run.runLost(cause)
+// lock is the Lock of hold h, nil for none.
+func (l *Locker) lock(h *fair.Hold) *Lock {
+	if h == nil {
+		return nil
 	}
-	if q := l.queues[lk.name]; q != nil {
-		q.lost(lk)
-		l.tend(q)
-	}
-}
-
-// isClosed reports whether Close has begun.
-func (l *Locker) isClosed() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.closed
-}
-
-// withdraw gives ticket up for good, also after the caller's context
-// ended: it deletes the lock if ticket owns it (passing it to the next
-// waiter), takes the ticket out of the queue, and leaves a tombstone that
-// makes a late acquire with it fail. If the withdraw fails too, the
-// lease's TTL frees the lock.
-func (l *Locker) withdraw(ctx context.Context, k keys, ticket string) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
-	_ = l.backend.withdraw(cctx, k, ticket)
-}
-
-// checkName refuses names that would break the hash tag: an empty tag, or
-// one cut short, would spread a lock's keys over several Cluster slots.
-func checkName(name string) error {
-	if name == "" || strings.ContainsAny(name, "{}") {
-		return fmt.Errorf("lock: invalid name %q: it must be non-empty and must not contain '{' or '}'", name)
-	}
-	return nil
+	return &Lock{locker: l, h: h}
 }

@@ -121,11 +121,13 @@ type Options struct {
 	UnsafeCounterTokens bool
 }
 
-func (o Options) withDefaults() (Options, error) {
+// withDefaults fills in the defaults and checks o. keepSubMillisecond (a
+// test's control) keeps durations finer than Redis's milliseconds.
+func (o Options) withDefaults(keepSubMillisecond bool) (Options, error) {
 	if o.TTL == 0 {
 		o.TTL = DefaultTTL
 	}
-	if !hooks.keepSubMillisecond {
+	if !keepSubMillisecond {
 		// Redis keeps leases in whole milliseconds and the scripts are sent
 		// TTL.Milliseconds(). Every deadline the Locker computes adds these
 		// durations, so they are rounded down here, once: a deadline must

@@ -227,7 +227,7 @@ func redlockOver(t *testing.T, opts lock.Options, addrs ...string) *lock.Locker 
 		t.Cleanup(func() { _ = c.Close() })
 		clients = append(clients, c)
 	}
-	l, err := lock.NewRedlock(clients, opts)
+	l, err := lock.NewRedlockForTest(clients, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

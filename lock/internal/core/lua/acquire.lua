@@ -1,5 +1,5 @@
--- Generated from lua/parts/ by scripts_gen_test.go; do not edit. Run
--- go test ./lock -run TestScriptsAreUpToDate -args -update after changing a part.
+-- Generated from lua/parts/ by gen.go; do not edit. Run go generate
+-- ./lock/... after changing a part.
 -- The server's clock and the fencing token, in every script that can hand
 -- the lock over. It comes before the acquire's fast path (acquire_fast.lua),
 -- which runs before common.lua's helpers are even defined (defining them

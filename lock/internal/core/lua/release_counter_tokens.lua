@@ -1,5 +1,5 @@
--- Generated from lua/parts/ by scripts_gen_test.go; do not edit. Run
--- go test ./lock -run TestScriptsAreUpToDate -args -update after changing a part.
+-- Generated from lua/parts/ by gen.go; do not edit. Run go generate
+-- ./lock/... after changing a part.
 -- release, fast path (the arguments are release.lua's). With no ticket to
 -- queue, and the lock's value our ticket alone, without the mark that
 -- processes are queued (common.lua, queued): compare and delete, and

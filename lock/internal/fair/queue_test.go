@@ -1,11 +1,37 @@
-package lock
+package fair
 
 import (
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-ref/seckill/lock/internal/core"
+	"github.com/seckill-ref/seckill/lock/internal/lease"
 )
+
+// nopObserver ignores everything.
+type nopObserver struct{}
+
+func (nopObserver) Acquired(string, time.Duration, bool)       {}
+func (nopObserver) AcquireFailed(string, time.Duration, error) {}
+func (nopObserver) Released(string, time.Duration)             {}
+func (nopObserver) RenewalFailed(string, error)                {}
+func (nopObserver) LeaseLost(string)                           {}
+
+// lockerWithoutRedis is a Locker whose client is never contacted, with a
+// re-check interval of a minute, for tests that play the queue's events
+// by hand.
+func lockerWithoutRedis(c redis.UniversalClient) *Locker {
+	const ttl = 10 * time.Second
+	return New(Config{
+		Prefix: "lock:", TTL: ttl, WaitTimeout: 5 * time.Second, RecheckInterval: time.Minute, ClaimLease: ttl,
+		Lease:    lease.Config{TTL: ttl, RenewInterval: ttl / 3, BackoffCap: time.Minute},
+		Observer: nopObserver{},
+	}, func(id string, _ func(func())) core.Backend {
+		return core.NewSingle(c, core.Config{TTL: ttl, EntryLease: 5 * time.Minute}, id)
+	})
+}
 
 // A grant whose claim lease is too short to hand out asks for a re-check
 // at once (queue.pass). When that grant comes while the driver's refresh
@@ -17,15 +43,13 @@ import (
 func TestShortClaimDuringRefreshKeepsTheImmediateRecheck(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never contacted
 	defer c.Close()
-	l, err := New(c, Options{RecheckInterval: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := lockerWithoutRedis(c)
 	l.mu.Lock()
-	q := l.newQueue("res")
-	q.arrive(&waiter{ch: make(chan *Lock, 1)}, false)
+	q := newQueue(l, "res")
+	l.queues["res"] = q
+	q.arrive(&waiter{ch: make(chan *Hold, 1)}, false)
 	ticket := q.sending(register)
-	q.attempted(ticket, time.Now(), acquireResult{status: waiting, queued: true, retryIn: time.Minute}, nil, 0)
+	q.attempted(ticket, time.Now(), core.AcquireResult{Status: core.Waiting, Queued: true, RetryIn: time.Minute}, nil, 0)
 	if q.state != queued || q.ticket != ticket {
 		l.mu.Unlock()
 		t.Fatalf("after the registration: %v under %q, want queued under %q", q.state, q.ticket, ticket)
@@ -40,7 +64,7 @@ func TestShortClaimDuringRefreshKeepsTheImmediateRecheck(t *testing.T) {
 		t.Fatalf("pass: recheckNow %v, %v, %d waiters; want a re-check at once once the refresh returns, and the waiter kept", q.recheckNow, q.state, len(q.waiters))
 	}
 
-	wait := q.attempted(ticket, sent, acquireResult{status: waiting, queued: true, retryIn: time.Minute}, nil, 0)
+	wait, _ := q.attempted(ticket, sent, core.AcquireResult{Status: core.Waiting, Queued: true, RetryIn: time.Minute}, nil, 0)
 
 	due := q.state == queued && !q.checkAt.After(time.Now())
 	q.waiters, q.ticket, q.state = nil, "", free // nothing for Close to withdraw
@@ -48,7 +72,7 @@ func TestShortClaimDuringRefreshKeepsTheImmediateRecheck(t *testing.T) {
 	if wait != atOnce || !due {
 		t.Errorf("after the refresh's reply: wait %v, re-check due %v; want the re-check at once", wait, due)
 	}
-	_ = l.Close()
+	l.Close()
 }
 
 // A grant message names the last token reserved with the granted one; a
@@ -80,16 +104,14 @@ func TestParseGrant(t *testing.T) {
 func queueWithoutRedis(t *testing.T) (q *queue, done func()) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never contacted
-	l, err := New(c, Options{RecheckInterval: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := lockerWithoutRedis(c)
 	l.mu.Lock()
-	q = l.newQueue("res")
+	q = newQueue(l, "res")
+	l.queues["res"] = q
 	return q, func() {
 		q.waiters, q.ticket, q.withdrawing = nil, "", nil // nothing for Close to withdraw
 		l.mu.Unlock()
-		_ = l.Close()
+		l.Close()
 		_ = c.Close()
 	}
 }
@@ -107,27 +129,27 @@ func TestQueueStates(t *testing.T) {
 		if q.state != granted || q.ticket != "T" {
 			t.Fatalf("after a grant with nobody waiting: %v under %q, want granted under T", q.state, q.ticket)
 		}
-		w := &waiter{ch: make(chan *Lock, 1)}
-		q.arrive(w, false)
+		w := &waiter{ch: make(chan *Hold, 1)}
+		d := q.arrive(w, false)
 		if q.state != held || q.ticket != "" || len(q.waiters) != 0 {
 			t.Fatalf("after a goroutine arrived: %v, ticket %q, %d waiting; want held, no ticket, none waiting", q.state, q.ticket, len(q.waiters))
 		}
-		if lk := <-w.ch; lk != q.holder || lk.Token() != 7 || lk.Owner() != "T" {
-			t.Errorf("the goroutine got token %d of %q, want the grant's", lk.Token(), lk.Owner())
+		if h := d.h; d.w != w || h != q.holder || h.Token() != 7 || h.Owner() != "T" {
+			t.Errorf("the goroutine gets token %d of %q, want the grant's", h.Token(), h.Owner())
 		}
 	})
 	t.Run("a release that queues the process leaves it queued", func(t *testing.T) {
 		q, done := queueWithoutRedis(t)
 		defer done()
 		lk := q.tried(&grant{ticket: "A", token: 1, deadline: time.Now().Add(time.Minute)})
-		q.arrive(&waiter{ch: make(chan *Lock, 1)}, false)
+		q.arrive(&waiter{ch: make(chan *Hold, 1)}, false)
 		q.driver = listening
 		requeue := q.release(lk)
 		if q.state != releasing || requeue == "" || q.ticket != requeue {
 			t.Fatalf("release with a goroutine waiting: %v, requeue %q, ticket %q; want releasing under a new ticket", q.state, requeue, q.ticket)
 		}
 		sent := time.Now()
-		q.released(lk, requeue, sent, releaseResult{released: true, queued: true}, nil)
+		q.released(lk, requeue, sent, core.ReleaseResult{Released: true, Queued: true}, nil)
 		if q.state != queued || q.ticket != requeue || !q.checkAt.After(sent) || q.holder != nil {
 			t.Errorf("after the release's reply: %v under %q, re-check at %v; want queued under %q, the re-check ahead", q.state, q.ticket, q.checkAt, requeue)
 		}
@@ -140,10 +162,10 @@ func TestQueueStates(t *testing.T) {
 		q, done := queueWithoutRedis(t)
 		defer done()
 		lk := q.tried(&grant{ticket: "A", token: 1, deadline: time.Now().Add(time.Minute)})
-		q.arrive(&waiter{ch: make(chan *Lock, 1)}, false)
+		q.arrive(&waiter{ch: make(chan *Hold, 1)}, false)
 		q.driver = listening
 		requeue := q.release(lk)
-		q.released(lk, requeue, time.Now(), releaseResult{requeueLost: true}, nil)
+		q.released(lk, requeue, time.Now(), core.ReleaseResult{RequeueLost: true}, nil)
 		if q.state != free || q.ticket != "" || len(q.withdrawing) != 1 || q.withdrawing[0] != requeue {
 			t.Errorf("after a lost reply: %v, ticket %q, withdrawing %q; want free, and %q to withdraw", q.state, q.ticket, q.withdrawing, requeue)
 		}
@@ -155,7 +177,7 @@ func TestQueueStates(t *testing.T) {
 		q, done := queueWithoutRedis(t)
 		defer done()
 		lk := q.tried(&grant{ticket: "A", token: 1, deadline: time.Now().Add(time.Minute)})
-		q.arrive(&waiter{ch: make(chan *Lock, 1)}, false)
+		q.arrive(&waiter{ch: make(chan *Hold, 1)}, false)
 		q.driver = subscribing
 		if requeue := q.release(lk); requeue != "" {
 			t.Errorf("a release queued the process under %q while its driver was still subscribing: a grant to it would reach nobody", requeue)
