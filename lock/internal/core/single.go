@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-ref/seckill/lock/internal/core/once"
 )
 
 // Config is what Single needs of the lock's options, in the units the
@@ -73,7 +75,7 @@ func (s *Single) Confirm(context.Context, Keys, string) (time.Time, error) { ret
 func (s *Single) Attempt(ctx context.Context, k Keys) (AcquireResult, error) {
 	ticket := uuid.NewString()
 	sent := time.Now()
-	v, err := runOnce(ctx, s.client, s.scripts.Acquire, s.cfg.RetryScriptCalls, k.ForTicket(ticket), s.acquireArgs(k, ticket, modeNoQueue)...).Int64Slice()
+	v, err := once.Run(ctx, s.client, s.scripts.Acquire, s.cfg.RetryScriptCalls, k.ForTicket(ticket), s.acquireArgs(k, ticket, modeNoQueue)...).Int64Slice()
 	return s.attempted(ctx, k, ticket, sent, v, err)
 }
 
@@ -87,7 +89,7 @@ func (s *Single) AttemptAll(ctx context.Context, ks []Keys) ([]AcquireResult, []
 	}
 	sent := time.Now()
 	if len(ks) > 0 {
-		runAllOnce(ctx, s.client, s.scripts.Acquire, cmds,
+		once.RunAll(ctx, s.client, s.scripts.Acquire, cmds,
 			func(i int) []string { return ks[i].ForTicket(tickets[i]) },
 			func(i int) []any { return s.acquireArgs(ks[i], tickets[i], modeNoQueue) })
 	}
@@ -127,7 +129,7 @@ func (s *Single) Contend(ctx context.Context, k Keys, ticket string, refresh boo
 	if refresh {
 		cmd = s.scripts.Acquire.Run(ctx, s.client, keys, s.acquireArgs(k, ticket, modeRefresh)...)
 	} else {
-		cmd = runOnce(ctx, s.client, s.scripts.Acquire, s.cfg.RetryScriptCalls, keys, s.acquireArgs(k, ticket, modeRegister)...)
+		cmd = once.Run(ctx, s.client, s.scripts.Acquire, s.cfg.RetryScriptCalls, keys, s.acquireArgs(k, ticket, modeRegister)...)
 	}
 	v, err := cmd.Int64Slice()
 	if err != nil {
@@ -167,7 +169,7 @@ func parseAcquire(v []int64, ticket string, sent time.Time) (AcquireResult, erro
 // caller tells which from the lease's deadline.
 func (s *Single) Release(ctx context.Context, k Keys, owner, requeue string) (ReleaseResult, error) {
 	sent := time.Now()
-	v, err := runOnce(ctx, s.client, s.scripts.Release, s.cfg.RetryScriptCalls, k.ForTicket(requeue), s.releaseArgs(k, owner, requeue)...).Slice()
+	v, err := once.Run(ctx, s.client, s.scripts.Release, s.cfg.RetryScriptCalls, k.ForTicket(requeue), s.releaseArgs(k, owner, requeue)...).Slice()
 	if err != nil {
 		return s.releaseAgain(ctx, k, owner)
 	}
@@ -180,7 +182,7 @@ func (s *Single) ReleaseAll(ctx context.Context, rs []ReleaseReq) ([]ReleaseResu
 	cmds := make([]*redis.Cmd, len(rs))
 	sent := time.Now()
 	if len(rs) > 0 {
-		runAllOnce(ctx, s.client, s.scripts.Release, cmds,
+		once.RunAll(ctx, s.client, s.scripts.Release, cmds,
 			func(i int) []string { return rs[i].K.ForTicket(rs[i].Requeue) },
 			func(i int) []any { return s.releaseArgs(rs[i].K, rs[i].Owner, rs[i].Requeue) })
 	}

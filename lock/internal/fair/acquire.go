@@ -134,9 +134,9 @@ func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, star
 		cancel()
 	}
 	if lastErr != nil && cause != ErrClosed {
-		return nil, true, fmt.Errorf("%w (last Redis error: %w)", core.NotAcquired(name, cause), lastErr)
+		return nil, true, fmt.Errorf("%w (last Redis error: %w)", notAcquired(name, cause), lastErr)
 	}
-	return nil, true, core.NotAcquired(name, cause)
+	return nil, true, notAcquired(name, cause)
 }
 
 // tryOnce is the uncontended path: one acquire script that takes the lock
@@ -155,11 +155,11 @@ func (l *Locker) tryOnce(ctx context.Context, q *queue) (*grant, error) {
 			return &grant{ticket: res.Owner, token: res.Token, deadline: res.Deadline}, nil
 		}
 		if ctx.Err() != nil {
-			return nil, core.NotAcquired(q.name, ctx.Err())
+			return nil, notAcquired(q.name, ctx.Err())
 		}
 		var u core.Undone
 		if !errors.As(err, &u) || attempt == tryAttempts || !sleepCtx(ctx, l.ctx, l.backoff(attempt)) {
-			return nil, core.NotAcquired(q.name, err)
+			return nil, notAcquired(q.name, err)
 		}
 	}
 }
@@ -181,4 +181,10 @@ func sleepCtx(ctx, lctx context.Context, d time.Duration) bool {
 	case <-lctx.Done():
 		return false
 	}
+}
+
+// notAcquired wraps the reason a wait ended so that the error matches both
+// ErrNotAcquired and cause (redsync #164 and bsm/redislock #79 ask for this).
+func notAcquired(name string, cause error) error {
+	return fmt.Errorf("%w: %q: %w", core.ErrNotAcquired, name, cause)
 }

@@ -197,7 +197,7 @@ func (l *Locker) triedAll(qs []*queue, sentFor []int, res []core.AcquireResult, 
 		}
 		l.tend(q)
 		if rerrs[j] != nil {
-			errs[i] = core.NotAcquired(q.name, rerrs[j])
+			errs[i] = notAcquired(q.name, rerrs[j])
 		} else {
 			errs[i] = fmt.Errorf("%w: %q is held", core.ErrNotAcquired, q.name)
 		}
