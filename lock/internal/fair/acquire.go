@@ -86,9 +86,6 @@ func (l *Locker) acquired(ctx context.Context, h *Hold, err error) (*Hold, error
 }
 
 func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, start time.Time) (h *Hold, contended bool, err error) {
-	if err := core.CheckName(name); err != nil {
-		return nil, false, err
-	}
 	q, w, err := l.begin(name, wait)
 	if err != nil {
 		return nil, false, err

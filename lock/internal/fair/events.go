@@ -75,6 +75,9 @@ func (l *Locker) tend(q *queue) {
 // or awaiting it, it tries Redis directly (w is nil, q is trying);
 // otherwise it waits in line as w, unless it does not wait.
 func (l *Locker) begin(name string, wait bool) (q *queue, w *waiter, err error) {
+	if err := core.CheckName(name); err != nil {
+		return nil, nil, err
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -82,7 +85,7 @@ func (l *Locker) begin(name string, wait bool) (q *queue, w *waiter, err error) 
 	}
 	q = l.queues[name]
 	if q == nil {
-		q = newQueue(l, name)
+		q = newQueue(l, core.NewKeys(l.cfg.Prefix, name))
 		l.queues[name] = q
 		q.tryStart()
 		l.mu.Unlock()
@@ -165,7 +168,7 @@ func (l *Locker) beginAll(names []string) (qs []*queue, errs []error) {
 		case l.queues[name] != nil:
 			errs[i] = fmt.Errorf("%w: %q is held or awaited in this process", core.ErrNotAcquired, name)
 		default:
-			qs[i] = newQueue(l, name)
+			qs[i] = newQueue(l, core.NewKeys(l.cfg.Prefix, name))
 			l.queues[name] = qs[i]
 			qs[i].tryStart()
 		}

@@ -139,8 +139,10 @@ func (d handOff) deliver() {
 	}
 }
 
-func newQueue(l *Locker, name string) *queue {
-	return &queue{l: l, name: name, k: core.NewKeys(l.cfg.Prefix, name)}
+// newQueue is the state of the lock whose keys are k, which nobody here
+// holds or awaits yet.
+func newQueue(l *Locker, k core.Keys) *queue {
+	return &queue{l: l, name: k.Name, k: k}
 }
 
 // busy reports whether a goroutine of this process holds the lock or is

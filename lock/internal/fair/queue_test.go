@@ -45,7 +45,7 @@ func TestShortClaimDuringRefreshKeepsTheImmediateRecheck(t *testing.T) {
 	defer c.Close()
 	l := lockerWithoutRedis(c)
 	l.mu.Lock()
-	q := newQueue(l, "res")
+	q := newQueue(l, core.NewKeys("lock:", "res"))
 	l.queues["res"] = q
 	q.arrive(&waiter{ch: make(chan *Hold, 1)}, false)
 	ticket := q.sending(register)
@@ -106,7 +106,7 @@ func queueWithoutRedis(t *testing.T) (q *queue, done func()) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never contacted
 	l := lockerWithoutRedis(c)
 	l.mu.Lock()
-	q = newQueue(l, "res")
+	q = newQueue(l, core.NewKeys("lock:", "res"))
 	l.queues["res"] = q
 	return q, func() {
 		q.waiters, q.ticket, q.withdrawing = nil, "", nil // nothing for Close to withdraw
