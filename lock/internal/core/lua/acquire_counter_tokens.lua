@@ -65,7 +65,7 @@ end
 --
 -- reserve: how many tokens after the one issued are set aside for the
 -- holder's process, which hands them out with the lock to its own waiting
--- goroutines without a round trip (release.lua sets it; Locker.release).
+-- goroutines without a round trip (release.lua sets it; fair.Locker.Release).
 -- The counter then records the last reserved token, so that whoever takes
 -- the lock next, even if that process crashed mid-run, gets a larger one.
 local reserve = 0

@@ -81,7 +81,7 @@ end
 --
 -- reserve: how many tokens after the one issued are set aside for the
 -- holder's process, which hands them out with the lock to its own waiting
--- goroutines without a round trip (release.lua sets it; Locker.release).
+-- goroutines without a round trip (release.lua sets it; fair.Locker.Release).
 -- The counter then records the last reserved token, so that whoever takes
 -- the lock next, even if that process crashed mid-run, gets a larger one.
 local reserve = 0
@@ -270,7 +270,7 @@ end
 --           waiters may make while others are queued. Each token this
 --           script issues comes with burst - 1 more reserved (token.lua),
 --           which the process hands out with the lock to its own waiters
---           without asking Redis (Locker.release); then it queues behind
+--           without asking Redis (fair.Locker.Release); then it queues behind
 --           the others.
 --   ARGV[8] the fence counter's lifetime in ms ('0': none; token.lua)
 --   KEYS[5] the tombstone of the ticket to queue (ARGV[3]): the process may
@@ -280,7 +280,7 @@ end
 -- A release leaves no trace of the owner: the Locker never sends one twice
 -- (a lost reply is followed by a release without a ticket to queue, which
 -- is safe to repeat), and tells from the Lock's deadline whether a lock
--- that second call found gone was released by the first (Locker.release).
+-- that second call found gone was released by the first (fair.Locker.Release).
 -- Returns {released, 1, token, ttl, ticket, last} when the lock went to a
 -- ticket of the caller's own process (last: the last token reserved with
 -- it), {released, 0, 0, 0, ''} otherwise.

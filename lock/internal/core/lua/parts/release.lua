@@ -12,7 +12,7 @@
 --           waiters may make while others are queued. Each token this
 --           script issues comes with burst - 1 more reserved (token.lua),
 --           which the process hands out with the lock to its own waiters
---           without asking Redis (Locker.release); then it queues behind
+--           without asking Redis (fair.Locker.Release); then it queues behind
 --           the others.
 --   ARGV[8] the fence counter's lifetime in ms ('0': none; token.lua)
 --   KEYS[5] the tombstone of the ticket to queue (ARGV[3]): the process may
@@ -22,7 +22,7 @@
 -- A release leaves no trace of the owner: the Locker never sends one twice
 -- (a lost reply is followed by a release without a ticket to queue, which
 -- is safe to repeat), and tells from the Lock's deadline whether a lock
--- that second call found gone was released by the first (Locker.release).
+-- that second call found gone was released by the first (fair.Locker.Release).
 -- Returns {released, 1, token, ttl, ticket, last} when the lock went to a
 -- ticket of the caller's own process (last: the last token reserved with
 -- it), {released, 0, 0, 0, ''} otherwise.
