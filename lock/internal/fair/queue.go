@@ -125,8 +125,12 @@ type grant struct {
 }
 
 // handOff is a hold passed to a waiting goroutine, delivered once the
-// event that made it has released the mutex: its lease starts, then the
-// goroutine gets it.
+// event that made it has released the mutex: the goroutine gets it, then
+// its lease starts. In that order the renewal that start spawns at once
+// (the check of a hold passed in memory, the extension of a claim) is the
+// goroutine the scheduler runs next, so it is sent while the new holder
+// works, rather than after it, when the hold may be over and the check
+// skipped.
 type handOff struct {
 	w *waiter
 	h *Hold
@@ -134,8 +138,8 @@ type handOff struct {
 
 func (d handOff) deliver() {
 	if d.h != nil {
-		d.h.start()
 		d.w.ch <- d.h
+		d.h.start()
 	}
 }
 
