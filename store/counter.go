@@ -67,6 +67,16 @@ func (s *Store) WriteOrders(ctx context.Context, orders []*seckill.Order) (int, 
 	if len(orders) == 0 {
 		return 0, nil
 	}
+	n, err := s.path.writeOrders(ctx, orders)
+	if err != nil {
+		return 0, fmt.Errorf("store: write %d queued order(s): %w", len(orders), err)
+	}
+	return n, nil
+}
+
+// writeOrders on SQLite: one INSERT of every order, its turn come at the
+// gate.
+func (g gormPath) writeOrders(ctx context.Context, orders []*seckill.Order) (int, error) {
 	var q strings.Builder
 	q.WriteString("INSERT INTO orders (product_id, user_id, fence, created_at) VALUES ")
 	args := make([]any, 0, 4*len(orders))
@@ -78,9 +88,11 @@ func (s *Store) WriteOrders(ctx context.Context, orders []*seckill.Order) (int, 
 		args = append(args, o.ProductID, o.UserID, o.Fence, o.CreatedAt)
 	}
 	q.WriteString(" ON CONFLICT DO NOTHING")
-	n, err := s.exec(ctx, q.String(), args...)
-	if err != nil {
-		return 0, fmt.Errorf("store: write %d queued order(s): %w", len(orders), err)
-	}
-	return int(n), nil
+	var n int64
+	err := g.gate.write(ctx, func() error {
+		res := g.db.WithContext(ctx).Exec(q.String(), args...)
+		n = res.RowsAffected
+		return res.Error
+	})
+	return int(n), err
 }

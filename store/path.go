@@ -33,6 +33,8 @@ type purchasePath interface {
 	productsAndBuyers(ctx context.Context, want []seckill.BuyersOf) (map[int64]*seckill.Product, map[int64]map[string]bool, error)
 	claimAndReadAll(ctx context.Context, claims []seckill.Claim) ([]seckill.Claimed, error)
 	placeOrdersAll(ctx context.Context, ps []seckill.Placement) ([]error, error)
+	// writeOrders is WriteOrders (counter.go).
+	writeOrders(ctx context.Context, orders []*seckill.Order) (int, error)
 }
 
 // gormPath is the purchase's statements on SQLite: through GORM, one at a

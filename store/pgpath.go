@@ -274,3 +274,27 @@ func scanProduct(row pgx.Row, more ...any) (*seckill.Product, error) {
 	}
 	return &p, nil
 }
+
+// pgWriteOrders inserts the orders of one array each per column: one
+// statement whatever their number, planned once per connection, where an
+// INSERT with a row of parameters per order is a new statement for every
+// batch size.
+const pgWriteOrders = `INSERT INTO orders (product_id, user_id, fence, created_at)
+	SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::timestamptz[])
+	ON CONFLICT DO NOTHING`
+
+func (p pgxPath) writeOrders(ctx context.Context, orders []*seckill.Order) (n int, err error) {
+	products := make([]int64, len(orders))
+	users := make([]string, len(orders))
+	fences := make([]int64, len(orders))
+	created := make([]time.Time, len(orders))
+	for i, o := range orders {
+		products[i], users[i], fences[i], created[i] = o.ProductID, o.UserID, o.Fence, o.CreatedAt
+	}
+	err = p.conn(ctx, func(c *pgx.Conn) error {
+		tag, err := c.Exec(ctx, pgWriteOrders, products, users, fences, created)
+		n = int(tag.RowsAffected())
+		return err
+	})
+	return n, err
+}

@@ -272,11 +272,13 @@ func (p *Proxy) serve(client net.Conn) {
 	defer client.Close()
 	name := p.newPeer(client)
 	var up net.Conn
+	var upHeld bool              // the link was cut when the client came
 	ready := make(chan struct{}) // closed once up is connected
 	failed := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if !p.waitOpen(name) {
+		held, ok := p.waitOpen(name)
+		if !ok {
 			close(failed)
 			return
 		}
@@ -291,16 +293,16 @@ func (p *Proxy) serve(client net.Conn) {
 			close(failed)
 			return
 		}
-		up = c
+		up, upHeld = c, held
 		close(ready)
-		p.pump(name, up, func() net.Conn { return client }, &p.stats.Down)
+		p.pump(name, up, func() (net.Conn, bool) { return client, false }, &p.stats.Down)
 	})
-	p.pump(name, client, func() net.Conn {
+	p.pump(name, client, func() (net.Conn, bool) {
 		select {
 		case <-ready:
-			return up
+			return up, upHeld
 		case <-failed:
-			return nil
+			return nil, false
 		}
 	}, &p.stats.Up)
 	wg.Wait()
@@ -366,11 +368,13 @@ type chunk struct {
 }
 
 // pump copies src to the connection that connect returns (nil: none will
-// come) through a queue: a reader that stamps each chunk
+// come; held: it came only once a partition healed, so the bytes read
+// before it waited for that partition) through a queue: a reader that
+// stamps each chunk
 // with its arrival, and a writer that delivers it once its latency has
 // passed and client's connections are not cut. The queue is bounded, so a
 // held link pushes back on the sender as a full TCP window would.
-func (p *Proxy) pump(client *peer, src net.Conn, connect func() net.Conn, delivered *int64) {
+func (p *Proxy) pump(client *peer, src net.Conn, connect func() (conn net.Conn, held bool), delivered *int64) {
 	q := make(chan chunk, 256)
 	var readErr error
 	var wg sync.WaitGroup
@@ -407,6 +411,7 @@ func (p *Proxy) pump(client *peer, src net.Conn, connect func() net.Conn, delive
 	})
 	broken := false
 	var dst net.Conn
+	var heldUntil time.Time // chunks read before then waited for a partition
 	for c := range q {
 		if broken {
 			p.mu.Lock()
@@ -415,13 +420,17 @@ func (p *Proxy) pump(client *peer, src net.Conn, connect func() net.Conn, delive
 			continue // drain until the reader sees its closed socket
 		}
 		if dst == nil {
-			if dst = connect(); dst == nil {
+			var held bool
+			if dst, held = connect(); dst == nil {
 				broken = true
 				_ = src.Close()
 				p.mu.Lock()
 				p.waiting(c.client, -int64(len(c.b)))
 				p.mu.Unlock()
 				continue
+			}
+			if held {
+				heldUntil = time.Now()
 			}
 		}
 		if c.eof {
@@ -433,6 +442,7 @@ func (p *Proxy) pump(client *peer, src net.Conn, connect func() net.Conn, delive
 			continue
 		}
 		held, ok := p.await(client, c.deliverAt)
+		held = held || c.at.Before(heldUntil)
 		// Counted before the write, so that whoever reads the reply also
 		// sees it counted.
 		p.mu.Lock()
@@ -487,21 +497,23 @@ func (p *Proxy) await(client *peer, t time.Time) (held, ok bool) {
 	}
 }
 
-// waitOpen waits until client's connections are not cut; false if the proxy closed
+// waitOpen waits until client's connections are not cut, and reports
+// whether it waited for a partition; ok is false if the proxy closed
 // first.
-func (p *Proxy) waitOpen(client *peer) bool {
+func (p *Proxy) waitOpen(client *peer) (held, ok bool) {
 	for {
 		name := client.get()
 		p.mu.Lock()
 		cut := p.cutFor(name)
 		p.mu.Unlock()
 		if cut == nil {
-			return p.ctx.Err() == nil
+			return held, p.ctx.Err() == nil
 		}
+		held = true
 		select {
 		case <-cut:
 		case <-p.ctx.Done():
-			return false
+			return held, false
 		}
 	}
 }

@@ -112,6 +112,24 @@ func TestPartitionHoldsUntilHeal(t *testing.T) {
 	}
 }
 
+// A connection opened during a partition waits for the heal before the
+// proxy connects it upstream; the bytes it sent meanwhile count as held,
+// as those of a connection opened before the partition do.
+func TestConnectionOpenedDuringPartitionCountsItsBytesHeld(t *testing.T) {
+	p, _ := start(t)
+	p.Partition()
+	c, r := conn(t, p)
+	send(t, c, "SET held 1")
+	waitWaiting(t, p, int64(len("SET held 1\r\n")))
+	p.Heal()
+	if got := reply(t, c, r, 10*time.Second); got != "+OK" {
+		t.Fatalf("after the heal: got %q, want +OK", got)
+	}
+	if st := p.Stats(); st.Held != int64(len("SET held 1\r\n")) || st.Waiting != 0 {
+		t.Errorf("stats: got %+v, want 12 bytes held, nothing waiting", st)
+	}
+}
+
 // A client that gives up during a partition and closes its connection has
 // still sent its request: it arrives after the heal, as TCP would deliver
 // it. A connection opened during the partition reaches the server only

@@ -56,10 +56,9 @@ const commitMaxProducts = 128
 // next round, of the products that came meanwhile, starts beside it, up to
 // commitRounds rounds at once. Not before: a round that waits for the one
 // before it to end takes all that came meanwhile, and the fewer the rounds,
-// the fewer the lock and database round trips (with 4 rounds always at
-// once, a sale over 2,000 products sold about a third less on SQLite). A
-// product is in one round at a time (its queue has one leader), and a
-// round waits for no lock, so rounds at once cannot deadlock.
+// the fewer the lock and database round trips they pay. A product is in
+// one round at a time (its queue has one leader), and a round waits for no
+// lock, so rounds at once cannot deadlock.
 const (
 	commitOverlapAfter = 100 * time.Millisecond
 	commitRounds       = 4
