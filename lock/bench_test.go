@@ -151,7 +151,7 @@ func (f floorLock) Acquire(ctx context.Context) (func(), bool, error) {
 // redsync and bsm/redislock is in the bench module.
 func BenchmarkContended(b *testing.B) {
 	srv := redistest.Start(b)
-	for _, c := range []struct{ procs, g int }{{2, 8}, {2, 64}, {2, 256}, {4, 64}, {4, 256}} {
+	for _, c := range []struct{ procs, g int }{{1, 64}, {1, 256}, {2, 8}, {2, 64}, {2, 256}, {4, 64}, {4, 256}} {
 		for _, impl := range []string{"seed", "lock"} {
 			b.Run(fmt.Sprintf("%s/p=%d/g=%d", impl, c.procs, c.g), func(b *testing.B) {
 				contention.BenchContended(b, instances(b, srv, impl, c.procs), c.g, benchHold, srv.Client())
