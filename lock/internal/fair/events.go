@@ -35,21 +35,44 @@ func (l *Locker) goTracked(fn func()) bool {
 	return true
 }
 
-// goCall runs fn, a backend's call that may outlive its caller, in a
-// goroutine that Close waits for, unless Close is waiting already.
+// goCall runs fn, a backend's call that may outlive its caller (a
+// Redlock node's answer after the quorum was reached), in a goroutine
+// counted in l.calls. Close waits for them after l.wg (callsDone), since a
+// counted goroutine may start one while Close waits; the calls are
+// bounded by the node timeout.
 func (l *Locker) goCall(fn func()) {
 	l.mu.Lock()
-	if l.draining {
-		l.mu.Unlock()
-		go fn()
-		return
-	}
-	l.wg.Add(1)
+	l.calls++
 	l.mu.Unlock()
 	go func() {
-		defer l.wg.Done()
+		defer l.callEnded()
 		fn()
 	}()
+}
+
+func (l *Locker) callEnded() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls--
+	if l.calls == 0 && l.callsIdle != nil {
+		close(l.callsIdle)
+		l.callsIdle = nil
+	}
+}
+
+// callsDone returns a channel closed once no call of goCall is running.
+func (l *Locker) callsDone() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.calls == 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	if l.callsIdle == nil {
+		l.callsIdle = make(chan struct{})
+	}
+	return l.callsIdle
 }
 
 // tend is called under l.mu after every event of q: it starts or wakes
@@ -507,14 +530,6 @@ func (l *Locker) closing() (subs []*subscriber, held []*Hold, tickets []withdraw
 		}
 	}
 	return subs, held, tickets
-}
-
-// drain: Close waits for every goroutine counted so far; later ones (a
-// backend's call made after Close) are not counted.
-func (l *Locker) drain() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.draining = true
 }
 
 // Names reports how many lock names the Locker keeps state for: names

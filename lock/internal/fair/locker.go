@@ -83,15 +83,16 @@ type Locker struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine the Locker starts
 
-	mu       sync.Mutex
-	queues   map[string]*queue // by lock name; present while held, awaited or queued here
-	subs     []*subscriber     // one per backend subscriber client, nil while unused
-	closed   bool              // Close has begun
-	draining bool              // Close waits for wg: no goroutine joins it any more
+	mu        sync.Mutex
+	queues    map[string]*queue // by lock name; present while held, awaited or queued here
+	subs      []*subscriber     // one per backend subscriber client, nil while unused
+	closed    bool              // Close has begun
+	calls     int               // goCall's calls running
+	callsIdle chan struct{}     // closed when calls falls to 0; nil if nobody waits
 }
 
 // New returns a Locker over the backend mk makes for the process id; mk's
-// go runs a call that outlives its caller in a goroutine Close waits for.
+// goCall runs a call that outlives its caller in a goroutine Close waits for.
 func New(cfg Config, mk func(id string, goCall func(func())) core.Backend) *Locker {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Locker{cfg: cfg, id: uuid.NewString(), ctx: ctx, cancel: cancel, queues: make(map[string]*queue)}
@@ -125,8 +126,8 @@ func (l *Locker) Close() {
 			s.close()
 		}
 	}
-	l.drain()
 	l.wg.Wait()
+	<-l.callsDone()
 }
 
 // withdrawal is a ticket Close withdraws.
