@@ -420,18 +420,24 @@ func (p pgxPath) productsAndBuyers(ctx context.Context, want []seckill.BuyersOf)
 		return map[int64]*seckill.Product{pr.ID: pr}, map[int64]map[string]bool{pr.ID: b}, nil
 	}
 	err = p.conn(ctx, func(c *pgx.Conn) error {
-		ids, users := pairs(want)
-		rows, err := c.Query(ctx, pgProductsAndBuyers, ids, users, productIDs(want))
-		if err != nil {
-			return err
-		}
-		products, bought, err = scanProductsAndBuyers(rows)
+		products, bought, err = pgProductsAndBuyersAll(ctx, c, want)
 		return err
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: %d products and their buyers: %w", len(want), err)
 	}
 	return products, bought, nil
+}
+
+// pgProductsAndBuyersAll runs pgProductsAndBuyers for want on c and reads
+// its rows.
+func pgProductsAndBuyersAll(ctx context.Context, c *pgx.Conn, want []seckill.BuyersOf) (map[int64]*seckill.Product, map[int64]map[string]bool, error) {
+	ids, users := pairs(want)
+	rows, err := c.Query(ctx, pgProductsAndBuyers, ids, users, productIDs(want))
+	if err != nil {
+		return nil, nil, err
+	}
+	return scanProductsAndBuyers(rows)
 }
 
 // scanProductsAndBuyers reads the rows of pgProductsAndBuyers.

@@ -167,12 +167,7 @@ func (x SeveralProducts) PlaceOrdersAll(ctx context.Context, ps []seckill.Placem
 
 func (x SeveralProducts) ProductsAndBuyers(ctx context.Context, want []seckill.BuyersOf) (products map[int64]*seckill.Product, bought map[int64]map[string]bool, err error) {
 	err = x.p.conn(ctx, func(c *pgx.Conn) error {
-		ids, users := pairs(want)
-		rows, err := c.Query(ctx, pgProductsAndBuyers, ids, users, productIDs(want))
-		if err != nil {
-			return err
-		}
-		products, bought, err = scanProductsAndBuyers(rows)
+		products, bought, err = pgProductsAndBuyersAll(ctx, c, want)
 		return err
 	})
 	return products, bought, err
