@@ -116,7 +116,11 @@ func orphans(t *testing.T, g procutil.Guard) {
 		// Each child has its watcher, which must be gone too once it has
 		// done its work.
 		for _, k := range kids {
-			w := grandchild{name: "lifeline of " + k.name, pid: lifelineOf(k.pid)}
+			pid, err := procutil.LifelineOf(k.pid)
+			if err != nil {
+				t.Fatalf("looking for the lifeline of %s: %v", k.name, err)
+			}
+			w := grandchild{name: "lifeline of " + k.name, pid: pid}
 			st, ok := procStat(w.pid)
 			if w.pid == 0 || !ok {
 				t.Fatalf("%s (pid %d) has no lifeline watcher running", k.name, k.pid)

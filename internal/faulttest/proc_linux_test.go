@@ -3,9 +3,7 @@
 package faulttest
 
 import (
-	"bytes"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -38,22 +36,4 @@ func procStat(pid int) (stat, bool) {
 		return stat{}, false
 	}
 	return stat{state: f[0], start: f[19]}, true // fields 3 and 22
-}
-
-// lifelineOf is the PID of the lifeline watcher of the process pid (the
-// /bin/sh whose last two arguments are "procutil-lifeline" and pid), or 0.
-func lifelineOf(pid int) int {
-	want := []byte("\x00procutil-lifeline\x00" + strconv.Itoa(pid) + "\x00")
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		w, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.HasSuffix(cmdline, want) {
-			return w
-		}
-	}
-	return 0
 }

@@ -30,17 +30,3 @@ func procStat(pid int) (stat, bool) {
 	}
 	return stat{state: f[0][:1], start: strings.Join(f[1:], " ")}, true
 }
-
-// lifelineOf is the PID of the lifeline watcher of the process pid (the
-// /bin/sh whose last two arguments are "procutil-lifeline" and pid), or 0.
-func lifelineOf(pid int) int {
-	out, _ := exec.Command("ps", "-axww", "-o", "pid=", "-o", "args=").Output()
-	for line := range strings.Lines(string(out)) {
-		f := strings.Fields(line)
-		if len(f) > 2 && f[len(f)-2] == "procutil-lifeline" && f[len(f)-1] == strconv.Itoa(pid) {
-			w, _ := strconv.Atoi(f[0])
-			return w
-		}
-	}
-	return 0
-}

@@ -16,5 +16,3 @@ func canInspect() error {
 type stat struct{ state, start string }
 
 func procStat(int) (stat, bool) { return stat{}, false }
-
-func lifelineOf(int) int { return 0 }

@@ -3,11 +3,9 @@
 package procutil_test
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -103,29 +101,6 @@ func TestThreadExitDoesNotKillChild(t *testing.T) {
 		t.Fatalf("the child started by Start died with the thread: %v", viaStart.Wait())
 	case <-time.After(time.Second):
 	}
-}
-
-// watcherOf finds the lifeline watcher of the child pid by its command
-// line (its last two arguments are "procutil-lifeline" and pid), in
-// /proc; 0 if there is none.
-func watcherOf(t *testing.T, pid int) int {
-	t.Helper()
-	want := []byte("\x00procutil-lifeline\x00" + strconv.Itoa(pid) + "\x00")
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		w, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.HasSuffix(cmdline, want) {
-			return w
-		}
-	}
-	return 0
 }
 
 // running reports whether pid is a running process: it exists and is not

@@ -212,3 +212,14 @@ func killGone(t *testing.T, pid int) {
 		t.Errorf("kill pid %d: %v", pid, err)
 	}
 }
+
+// watcherOf is the PID of the lifeline watcher of the child pid, 0 if
+// there is none.
+func watcherOf(t *testing.T, pid int) int {
+	t.Helper()
+	w, err := procutil.LifelineOf(pid)
+	if err != nil {
+		t.Fatalf("looking for the lifeline of pid %d: %v", pid, err)
+	}
+	return w
+}
