@@ -42,13 +42,18 @@ type Backend interface {
 	// Withdraw gives ticket up for good: a lock it holds is passed on, and
 	// a late request carrying it will fail.
 	Withdraw(ctx context.Context, k Keys, ticket string) error
+	// WithdrawAll is Withdraw for several tickets, sent together: one
+	// round trip where the backend can, so that giving up the attempts of
+	// a failed call costs one timeout, not one per lock.
+	WithdrawAll(ctx context.Context, ks []Keys, tickets []string) []error
 	// Extend resets owner's lease; ok is false when owner no longer holds
 	// the lock, and deadline is the new lease's lower bound.
 	Extend(ctx context.Context, k Keys, owner string) (deadline time.Time, ok bool, err error)
 	// Confirm runs after every acquisition, before the caller gets the
-	// lock: replica acknowledgement where configured (package replicas).
-	// A non-zero deadline is the lease's new lower bound.
-	Confirm(ctx context.Context, k Keys, owner string) (deadline time.Time, err error)
+	// locks, once for all the locks one call won (owners[i] holds ks[i]):
+	// replica acknowledgement where configured (package replicas). A
+	// non-zero deadline is that lease's new lower bound.
+	Confirm(ctx context.Context, ks []Keys, owners []string) (deadlines []time.Time, errs []error)
 	// Subscribers are the clients whose Pub/Sub carries the grants or
 	// wake-ups: one per Redis deployment.
 	Subscribers() []redis.UniversalClient

@@ -65,7 +65,9 @@ func (s *Single) Subscribers() []redis.UniversalClient { return []redis.Universa
 
 // Confirm has nothing to confirm on one deployment; package replicas
 // waits for its replicas.
-func (s *Single) Confirm(context.Context, Keys, string) (time.Time, error) { return time.Time{}, nil }
+func (s *Single) Confirm(_ context.Context, ks []Keys, _ []string) ([]time.Time, []error) {
+	return make([]time.Time, len(ks)), make([]error, len(ks))
+}
 
 // Attempt is the uncontended acquire (mode '0') under a new ticket. It is
 // never sent twice (run twice after its Lock was released, it would take
@@ -93,9 +95,29 @@ func (s *Single) AttemptAll(ctx context.Context, ks []Keys) ([]AcquireResult, []
 			func(i int) []string { return ks[i].ForTicket(tickets[i]) },
 			func(i int) []any { return s.acquireArgs(ks[i], tickets[i], modeNoQueue) })
 	}
+	var undo []int
 	for i, cmd := range cmds {
 		v, err := cmd.Int64Slice()
-		res[i], errs[i] = s.attempted(ctx, ks[i], tickets[i], sent, v, err)
+		if err == nil {
+			if res[i], err = parseAcquire(v, tickets[i], sent); err == nil {
+				continue
+			}
+		}
+		errs[i] = Undone{err}
+		undo = append(undo, i)
+	}
+	if len(undo) > 0 {
+		// The attempts that came back without a reply are withdrawn
+		// together, within what is left of the call's own time (and at
+		// most ReleaseTimeout): when Redis stops answering, a round of
+		// many locks waits out one timeout, not one per lock.
+		wks, wts := make([]Keys, len(undo)), make([]string, len(undo))
+		for j, i := range undo {
+			wks[j], wts[j] = ks[i], tickets[i]
+		}
+		wctx, cancel := withdrawContext(ctx)
+		defer cancel()
+		_ = s.WithdrawAll(wctx, wks, wts)
 	}
 	return res, errs
 }
@@ -114,6 +136,28 @@ func (s *Single) attempted(ctx context.Context, k Keys, ticket string, sent time
 	_ = s.Withdraw(wctx, k, ticket)
 	return AcquireResult{}, Undone{err}
 }
+
+// withdrawContext is the context of the withdrawals after a call under
+// ctx failed: it outlives ctx's cancellation but not its deadline, so a
+// round that failed ends on time, and lasts at most ReleaseTimeout. It
+// grants at least withdrawFloor, enough to send the withdrawals when the
+// deadline has just passed (a Redis that stopped answering runs them,
+// after the attempts, once it answers again); a withdrawal not made in
+// time leaves its lock to its lease's TTL.
+func withdrawContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	end := time.Now().Add(ReleaseTimeout)
+	if d, ok := ctx.Deadline(); ok {
+		if floor := time.Now().Add(withdrawFloor); d.Before(floor) {
+			d = floor
+		}
+		if d.Before(end) {
+			end = d
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), end)
+}
+
+const withdrawFloor = 100 * time.Millisecond
 
 // Contend queues the process under ticket (mode '1'), or refreshes its
 // place (mode '2'); a release script then hands the lock over. A
@@ -234,7 +278,27 @@ func parseRelease(v []any, requeue string, sent time.Time, lost bool) (ReleaseRe
 // Withdraw is safe to repeat (go-redis may): it leaves the ticket's
 // tombstone, takes it out of the queue, and passes on a lock it holds.
 func (s *Single) Withdraw(ctx context.Context, k Keys, ticket string) error {
-	return s.scripts.Withdraw.Run(ctx, s.client, k.ForTicket(ticket), s.pid, ticket, k.channelArg, s.ttl, s.fenceTTL).Err()
+	return s.scripts.Withdraw.Run(ctx, s.client, k.ForTicket(ticket), s.withdrawArgs(k, ticket)...).Err()
+}
+
+// WithdrawAll is Withdraw for every ticket of tickets in one pipeline.
+func (s *Single) WithdrawAll(ctx context.Context, ks []Keys, tickets []string) []error {
+	errs := make([]error, len(ks))
+	if len(ks) == 0 {
+		return errs
+	}
+	cmds := make([]*redis.Cmd, len(ks))
+	once.RunAll(ctx, s.client, s.scripts.Withdraw, cmds,
+		func(i int) []string { return ks[i].ForTicket(tickets[i]) },
+		func(i int) []any { return s.withdrawArgs(ks[i], tickets[i]) })
+	for i, cmd := range cmds {
+		errs[i] = cmd.Err()
+	}
+	return errs
+}
+
+func (s *Single) withdrawArgs(k Keys, ticket string) []any {
+	return []any{s.pid, ticket, k.channelArg, s.ttl, s.fenceTTL}
 }
 
 // Extend resets owner's lease, only on the existing key: it never

@@ -16,7 +16,10 @@ import (
 func (l *Locker) Acquire(ctx context.Context, name string, wait bool) (*Hold, error) {
 	start := time.Now()
 	h, contended, err := l.acquireOrWait(ctx, name, wait, start)
-	h, err = l.acquired(ctx, h, err)
+	if err == nil {
+		holds, errs := l.acquired(ctx, []*Hold{h})
+		h, err = holds[0], errs[0]
+	}
 	if err != nil {
 		l.cfg.Observer.AcquireFailed(name, time.Since(start), err)
 		return nil, err
@@ -26,7 +29,10 @@ func (l *Locker) Acquire(ctx context.Context, name string, wait bool) (*Hold, er
 }
 
 // TryAcquireAll makes one attempt at each of names, sent together
-// (Backend.AttemptAll), and returns for each its hold or why not.
+// (Backend.AttemptAll), and returns for each its hold or why not. What
+// follows the attempt is done once for all the locks too: the
+// withdrawals of those won after Close began, and the confirmation of
+// those won (one WAIT for a round, where replicas must acknowledge).
 func (l *Locker) TryAcquireAll(ctx context.Context, names []string) ([]*Hold, []error) {
 	start := time.Now()
 	qs, errs := l.beginAll(names)
@@ -40,13 +46,30 @@ func (l *Locker) TryAcquireAll(ctx context.Context, names []string) ([]*Hold, []
 	}
 	res, rerrs := l.backend.AttemptAll(ctx, ks)
 	holds, unwanted := l.triedAll(qs, sentFor, res, rerrs, errs)
-	for _, j := range unwanted {
-		l.withdraw(ctx, ks[j], res[j].Owner)
+	if len(unwanted) > 0 {
+		wks, wts := make([]core.Keys, len(unwanted)), make([]string, len(unwanted))
+		for j, u := range unwanted {
+			wks[j], wts[j] = ks[u], res[u].Owner
+		}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), core.ReleaseTimeout)
+		_ = l.backend.WithdrawAll(wctx, wks, wts)
+		cancel()
 	}
+	var won []*Hold
+	var wonAt []int
 	for i, h := range holds {
 		if h != nil {
-			holds[i], errs[i] = l.acquired(ctx, h, nil)
+			won = append(won, h)
+			wonAt = append(wonAt, i)
 		}
+	}
+	if len(won) > 0 {
+		confirmed, cerrs := l.acquired(ctx, won)
+		for j, i := range wonAt {
+			holds[i], errs[i] = confirmed[j], cerrs[j]
+		}
+	}
+	for i := range names {
 		if errs[i] != nil {
 			l.cfg.Observer.AcquireFailed(names[i], time.Since(start), errs[i])
 		} else {
@@ -56,33 +79,46 @@ func (l *Locker) TryAcquireAll(ctx context.Context, names []string) ([]*Hold, []
 	return holds, errs
 }
 
-// acquired is the last step of every acquisition, h won (unless err): the
-// backend's confirmation, and the Close check. A hold that fails them is
-// released, and not returned.
-func (l *Locker) acquired(ctx context.Context, h *Hold, err error) (*Hold, error) {
-	if err != nil {
-		return nil, err
+// acquired is the last step of every acquisition, for all the holds one
+// call won: the backend's confirmation, sent once for them all, and the
+// Close check. The holds that fail them are released, together, and
+// not returned.
+func (l *Locker) acquired(ctx context.Context, holds []*Hold) ([]*Hold, []error) {
+	ks, owners := make([]core.Keys, len(holds)), make([]string, len(holds))
+	for i, h := range holds {
+		ks[i], owners[i] = h.k, h.owner
 	}
-	deadline, err := l.backend.Confirm(ctx, h.k, h.owner)
-	if err == nil && !deadline.IsZero() {
-		if xerr := h.Extended(deadline); xerr != nil {
-			err = fmt.Errorf("lock: confirm %q on replicas: %w", h.k.Name, xerr)
+	deadlines, errs := l.backend.Confirm(ctx, ks, owners)
+	closed := l.isClosed() && !l.cfg.Test.AcquireIgnoresClose
+	out := make([]*Hold, len(holds))
+	var failed []*Hold
+	for i, h := range holds {
+		err := errs[i]
+		if err == nil && !deadlines[i].IsZero() {
+			if xerr := h.Extended(deadlines[i]); xerr != nil {
+				err = fmt.Errorf("lock: confirm %q on replicas: %w", h.k.Name, xerr)
+			}
 		}
+		if err == nil && closed {
+			// Close began while we acquired. It may have told this hold
+			// ErrClosed, or may have run before the hold existed and then
+			// nothing watches its lease: either way the caller must not hold
+			// it. (Once Acquire has returned, Close reports through Lost.)
+			err = ErrClosed
+		}
+		if err != nil {
+			errs[i] = err
+			failed = append(failed, h)
+			continue
+		}
+		out[i] = h
 	}
-	if err == nil && l.isClosed() && !l.cfg.Test.AcquireIgnoresClose {
-		// Close began while we acquired. It may have told this hold
-		// ErrClosed, or may have run before the hold existed and then
-		// nothing watches its lease: either way the caller must not hold
-		// it. (Once Acquire has returned, Close reports through Lost.)
-		err = ErrClosed
-	}
-	if err != nil {
+	if len(failed) > 0 {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		_ = l.Release(rctx, h)
+		_ = l.ReleaseAll(rctx, failed)
 		cancel()
-		return nil, err
 	}
-	return h, nil
+	return out, errs
 }
 
 func (l *Locker) acquireOrWait(ctx context.Context, name string, wait bool, start time.Time) (h *Hold, contended bool, err error) {

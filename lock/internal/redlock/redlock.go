@@ -60,8 +60,8 @@ func New(clients []redis.UniversalClient, cfg Config) *Redlock {
 func (r *Redlock) Subscribers() []redis.UniversalClient { return r.nodes }
 
 // Confirm has nothing to confirm: the quorum is the confirmation.
-func (r *Redlock) Confirm(context.Context, core.Keys, string) (time.Time, error) {
-	return time.Time{}, nil
+func (r *Redlock) Confirm(_ context.Context, ks []core.Keys, _ []string) ([]time.Time, []error) {
+	return make([]time.Time, len(ks)), make([]error, len(ks))
 }
 
 // drift is the allowance for clock rate differences and processing time
@@ -235,6 +235,16 @@ func (r *Redlock) ReleaseAll(ctx context.Context, rs []core.ReleaseReq) ([]core.
 func (r *Redlock) Withdraw(ctx context.Context, k core.Keys, ticket string) error {
 	r.withdrawEverywhere(ctx, k, ticket)
 	return nil
+}
+
+// WithdrawAll withdraws every ticket at once, each on every node.
+func (r *Redlock) WithdrawAll(ctx context.Context, ks []core.Keys, tickets []string) []error {
+	var wg sync.WaitGroup
+	for i, k := range ks {
+		wg.Go(func() { r.withdrawEverywhere(ctx, k, tickets[i]) })
+	}
+	wg.Wait()
+	return make([]error, len(ks))
 }
 
 // Extend needs a quorum, within the lease it extends.

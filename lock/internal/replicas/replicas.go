@@ -36,42 +36,64 @@ func New(b core.Backend, client redis.UniversalClient, n int, timeout, ttl time.
 	return &Backend{Backend: b, client: client, n: n, timeout: timeout, ttl: ttl}
 }
 
-// Confirm extends owner's lease and runs WAIT on the same connection, in
-// one round trip: WAIT returns once n replicas have every write up to the
-// extend, which includes the acquisition, however it came (a grant is
-// written by the releaser's connection). Too few in time: the caller
-// releases the lock and the acquisition fails with ErrNotReplicated.
-func (b *Backend) Confirm(ctx context.Context, k core.Keys, owner string) (time.Time, error) {
+// Confirm extends each owner's lease and then runs one WAIT on the same
+// connection, all in one round trip: WAIT returns once n replicas have
+// every write up to the last extend, which includes every acquisition,
+// however it came (a grant is written by the releaser's connection). So
+// the locks one call won wait out one replica timeout together, not one
+// each. Too few replicas in time: every lock of the call fails with
+// ErrNotReplicated, and the caller releases them.
+func (b *Backend) Confirm(ctx context.Context, ks []core.Keys, owners []string) ([]time.Time, []error) {
+	deadlines, errs := make([]time.Time, len(ks)), make([]error, len(ks))
+	if len(ks) == 0 {
+		return deadlines, errs
+	}
 	sent := time.Now()
-	ext, acks, err := b.extendAndWait(ctx, k, owner, false)
-	if err != nil && redis.HasErrorPrefix(ext.Err(), "NOSCRIPT") {
-		ext, acks, err = b.extendAndWait(ctx, k, owner, true)
+	exts, acks, err := b.extendAndWait(ctx, ks, owners, false)
+	if err != nil && anyNoScript(exts) {
+		exts, acks, err = b.extendAndWait(ctx, ks, owners, true)
 	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("lock: confirm %q on replicas: %w", k.Name, err)
+	n, _ := acks.Int64()
+	for i, k := range ks {
+		switch v, _ := exts[i].Int64(); {
+		case err != nil:
+			errs[i] = fmt.Errorf("lock: confirm %q on replicas: %w", k.Name, err)
+		case v != 1:
+			errs[i] = fmt.Errorf("%w: %q was lost before its replicas confirmed it", core.ErrNotAcquired, k.Name)
+		case n < int64(b.n):
+			errs[i] = fmt.Errorf("%w: %q: %d of %d replicas acknowledged within %v", ErrNotReplicated, k.Name, n, b.n, b.timeout)
+		default:
+			deadlines[i] = sent.Add(b.ttl)
+		}
 	}
-	if n, _ := ext.Int64(); n != 1 {
-		return time.Time{}, fmt.Errorf("%w: %q was lost before its replicas confirmed it", core.ErrNotAcquired, k.Name)
-	}
-	if n, _ := acks.Int64(); n < int64(b.n) {
-		return time.Time{}, fmt.Errorf("%w: %q: %d of %d replicas acknowledged within %v",
-			ErrNotReplicated, k.Name, n, b.n, b.timeout)
-	}
-	return sent.Add(b.ttl), nil
+	return deadlines, errs
 }
 
-// extendAndWait pipelines the extend script and WAIT, so that both run on
-// one connection: WAIT counts the replicas that have this connection's
-// last write. eval sends the script's source (after NOSCRIPT).
-func (b *Backend) extendAndWait(ctx context.Context, k core.Keys, owner string, eval bool) (ext, acks *redis.Cmd, err error) {
+func anyNoScript(cmds []*redis.Cmd) bool {
+	for _, c := range cmds {
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			return true
+		}
+	}
+	return false
+}
+
+// extendAndWait pipelines the extend script of every lock and one WAIT, so
+// that all run on one connection: WAIT counts the replicas that have this
+// connection's last write. eval sends the scripts' source (after
+// NOSCRIPT).
+func (b *Backend) extendAndWait(ctx context.Context, ks []core.Keys, owners []string, eval bool) (exts []*redis.Cmd, acks *redis.Cmd, err error) {
 	pipe := b.client.Pipeline()
-	keys, args := []string{k.Lock}, []any{owner, b.ttl.Milliseconds()}
-	if eval {
-		ext = core.ExtendScript.Eval(ctx, pipe, keys, args...)
-	} else {
-		ext = core.ExtendScript.EvalSha(ctx, pipe, keys, args...)
+	exts = make([]*redis.Cmd, len(ks))
+	for i, k := range ks {
+		keys, args := []string{k.Lock}, []any{owners[i], b.ttl.Milliseconds()}
+		if eval {
+			exts[i] = core.ExtendScript.Eval(ctx, pipe, keys, args...)
+		} else {
+			exts[i] = core.ExtendScript.EvalSha(ctx, pipe, keys, args...)
+		}
 	}
 	acks = pipe.Do(ctx, "WAIT", b.n, b.timeout.Milliseconds())
 	_, err = pipe.Exec(ctx)
-	return ext, acks, err
+	return exts, acks, err
 }
