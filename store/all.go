@@ -55,17 +55,35 @@ func (s *Store) ClaimAndReadAll(ctx context.Context, claims []seckill.Claim) ([]
 // transaction: the product's stock and sold, only while its fence holds
 // the placement's token, then its orders, only if that write matched. A
 // product whose fence moved on writes nothing and gets an error matching
-// seckill.ErrFenceRejected in refused; the others are written. err is a
-// failure of the transaction, which then writes nothing (a duplicate
-// order among them matches seckill.ErrAlreadyPurchased). It sets the
+// seckill.ErrFenceRejected in refused; the others are written. It sets the
 // orders' ids.
+//
+// A duplicate order (the unique index: another writer of the database
+// inserted an order of one of the buyers since the round read them) fails
+// the one transaction as a whole; the placements are then written again,
+// each in a transaction of its own, so that the product with the duplicate
+// writes nothing and gets an error matching seckill.ErrAlreadyPurchased in
+// refused, and the others are written all the same. Any failure of those
+// per-product transactions is that product's, in refused. err is a failure
+// of the call, which then writes nothing.
 func (s *Store) PlaceOrdersAll(ctx context.Context, ps []seckill.Placement) (refused []error, err error) {
 	for _, p := range ps {
 		if len(p.Orders) == 0 {
 			return nil, errNoOrders
 		}
 	}
-	return s.path.placeOrdersAll(ctx, ps)
+	refused, err = s.path.placeOrdersAll(ctx, ps)
+	switch {
+	case !errors.Is(err, seckill.ErrAlreadyPurchased):
+		return refused, err
+	case len(ps) == 1:
+		return []error{err}, nil
+	}
+	refused = make([]error, len(ps))
+	for i, p := range ps {
+		refused[i] = s.PlaceOrders(ctx, p.ProductID, p.Token, p.NewStock, p.Orders)
+	}
+	return refused, nil
 }
 
 // byProductID returns the indices of items sorted by their product ids.

@@ -63,8 +63,10 @@ type Store interface {
 	// transaction: each product's write happens only while its fence
 	// equals its token. A product whose fence moved on writes nothing
 	// (its error matches ErrFenceRejected) and the others are written all
-	// the same; err is a failure of the whole transaction, which then
-	// writes nothing.
+	// the same; so does a product one of whose orders the unique index
+	// refuses (an order another writer inserted since the read: its error
+	// matches ErrAlreadyPurchased, and says nothing of which buyer). err
+	// is a failure of the whole call, which then writes nothing.
 	PlaceOrdersAll(ctx context.Context, ps []Placement) (refused []error, err error)
 	// SetStockFenced, in one transaction, sets the product's stock while
 	// its fence equals token and returns the product as that write left
