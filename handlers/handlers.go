@@ -30,6 +30,9 @@ type Service interface {
 	Products(ctx context.Context) ([]*seckill.Product, error)
 	Restock(ctx context.Context, id, stock int64) (*seckill.Product, error)
 	Purchase(ctx context.Context, productID int64, userID string) (*seckill.Order, error)
+	Order(ctx context.Context, id int64) (*seckill.Order, error)
+	Pay(ctx context.Context, orderID int64, userID string) (*seckill.Order, error)
+	Cancel(ctx context.Context, orderID int64, userID string) (*seckill.Order, error)
 	Orders(ctx context.Context, productID int64, q seckill.OrderQuery) (*seckill.OrderList, error)
 	Ready(ctx context.Context) error
 }

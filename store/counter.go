@@ -21,7 +21,7 @@ var _ seckill.CounterStore = (*Store)(nil)
 // both come from one snapshot on PostgreSQL as on SQLite. Counting is
 // O(orders) in the product's index; it runs only when a counter is built.
 const supplyQuery = `SELECT stock, sold, counter_gen,
-	(SELECT COUNT(*) FROM orders WHERE orders.product_id = products.id) AS orders
+	(SELECT COUNT(*) FROM orders WHERE orders.product_id = products.id AND orders.` + liveState + `) AS orders
 	FROM products WHERE id = ?`
 
 // Supply returns what the product's counter is built from, or an error

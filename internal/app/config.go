@@ -155,6 +155,19 @@ type Config struct {
 	// make a holder wait for an event rather than for a time. It has no flag.
 	Chaos func(ctx context.Context, products []int64)
 
+	// PayWindow, when positive, makes a purchase a reservation that the
+	// buyer pays or cancels within it, or that expires (seckill.Options).
+	// ExpireInterval is how often each replica expires due reservations;
+	// 0 derives it (ExpiryEvery).
+	PayWindow      time.Duration
+	ExpireInterval time.Duration
+
+	// ChaosExpiryPause makes an expiry sleep this long inside its critical
+	// section, before its write; ExpiryChaos, when set, is called instead
+	// (tests; no flag).
+	ChaosExpiryPause time.Duration
+	ExpiryChaos      func(ctx context.Context, products []int64)
+
 	LogLevel        slog.Level    // debug, info, warn or error
 	ShutdownTimeout time.Duration // wait for in-flight requests
 
@@ -174,6 +187,21 @@ type Config struct {
 	// upstream connections (nginx: 60 s), so that the proxy closes first and
 	// never sends a request on a connection the service is closing.
 	IdleTimeout time.Duration
+}
+
+// ExpiryEvery is how often each replica expires due reservations:
+// ExpireInterval when set, else a tenth of the payment window, from 50 ms
+// to 1 s (1 s without a window: only orders an earlier run left pending
+// can be due). An order is expired within about this long after its
+// window ends, plus a round's work.
+func (c Config) ExpiryEvery() time.Duration {
+	switch {
+	case c.ExpireInterval > 0:
+		return c.ExpireInterval
+	case c.PayWindow <= 0:
+		return time.Second
+	}
+	return min(max(c.PayWindow/10, 50*time.Millisecond), time.Second)
 }
 
 // writeTimeoutMargin is what a derived write timeout allows beyond the
@@ -270,6 +298,15 @@ func (c Config) Validate() error {
 	}
 	if c.ChaosPause < 0 {
 		errs = append(errs, fmt.Errorf("chaos pause %v: must not be negative", c.ChaosPause))
+	}
+	if c.ChaosExpiryPause < 0 {
+		errs = append(errs, fmt.Errorf("chaos expiry pause %v: must not be negative", c.ChaosExpiryPause))
+	}
+	if c.PayWindow < 0 || c.ExpireInterval < 0 {
+		errs = append(errs, fmt.Errorf("pay window %v, expire interval %v: must not be negative", c.PayWindow, c.ExpireInterval))
+	}
+	if c.PayWindow > 0 && c.Design != DesignLock {
+		errs = append(errs, fmt.Errorf("pay window %v: the %s design sells orders final at once; a payment window needs the lock design", c.PayWindow, c.Design))
 	}
 	if !(c.ChaosProb >= 0 && c.ChaosProb <= 1) { // NaN too
 		errs = append(errs, fmt.Errorf("chaos probability %v: must be from 0 to 1", c.ChaosProb))

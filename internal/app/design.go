@@ -28,13 +28,15 @@ type design interface {
 func (s *Server) newDesign(locker seckill.Locker, st countingStore) design {
 	cfg := s.cfg
 	opts := seckill.Options{
-		Chaos:    chaosHook(cfg, s.metrics),
-		Recorder: recorders{s.metrics, s.dash},
-		Counter:  s.metrics,
-		Logger:   s.log,
-		BatchMax: cfg.BatchMax,
-		QueueMax: cfg.QueueMax,
-		Wait:     cfg.LockWait,
+		Chaos:       chaosHook(cfg, s.metrics),
+		ExpiryChaos: expiryChaosHook(cfg, s.metrics),
+		PayWindow:   cfg.PayWindow,
+		Recorder:    recorders{s.metrics, s.dash},
+		Counter:     s.metrics,
+		Logger:      s.log,
+		BatchMax:    cfg.BatchMax,
+		QueueMax:    cfg.QueueMax,
+		Wait:        cfg.LockWait,
 	}
 	switch cfg.Design {
 	case DesignConditional:

@@ -32,6 +32,7 @@ const redisDialTimeout = 3 * time.Second
 type Server struct {
 	cfg     Config
 	writer  *orderWriter     // nil unless Design is redis-counter-async
+	expiry  *expiry          // nil unless Design is lock
 	locked  *seckill.Service // the lock design's service; nil in the other designs
 	log     *slog.Logger
 	store   *store.Store
@@ -82,6 +83,11 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 	s.store = st
 	svc := s.newDesign(locker, countingStore{Store: st, placed: s.dash.OrdersPlaced})
 	s.locked, _ = svc.(*seckill.Service)
+	if s.locked != nil {
+		// Every replica expires due reservations; with no payment window
+		// there are none, unless an earlier run with one left some.
+		s.expiry = startExpiry(s.locked, cfg.ExpiryEvery())
+	}
 	// The dashboard's timeline is shared through the service's Redis (the
 	// first master under Redlock); the configurations without Redis keep
 	// it per replica. It reads the products through the design, whose
@@ -211,7 +217,21 @@ func chaosHook(cfg Config, m *metrics.Metrics) func(ctx context.Context, product
 	if cfg.Chaos != nil {
 		return cfg.Chaos
 	}
-	pause, prob := cfg.ChaosPause, cfg.ChaosProb
+	return pauseHook(cfg.ChaosPause, cfg.ChaosProb, m)
+}
+
+// expiryChaosHook is chaosHook for expiries: ExpiryChaos, or a pause of
+// ChaosExpiryPause (with CHAOS_PROB's probability).
+func expiryChaosHook(cfg Config, m *metrics.Metrics) func(ctx context.Context, products []int64) {
+	if cfg.ExpiryChaos != nil {
+		return cfg.ExpiryChaos
+	}
+	return pauseHook(cfg.ChaosExpiryPause, cfg.ChaosProb, m)
+}
+
+// pauseHook pauses for pause with probability prob; nil when it never
+// would.
+func pauseHook(pause time.Duration, prob float64, m *metrics.Metrics) func(ctx context.Context, products []int64) {
 	if pause <= 0 || prob <= 0 {
 		return nil
 	}
@@ -230,6 +250,29 @@ func chaosHook(cfg Config, m *metrics.Metrics) func(ctx context.Context, product
 		case <-ctx.Done():
 		}
 	}
+}
+
+// expiry is a replica's running seckill.Service.RunExpiry.
+type expiry struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startExpiry(svc *seckill.Service, every time.Duration) *expiry {
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &expiry{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(e.done)
+		svc.RunExpiry(ctx, every)
+	}()
+	return e
+}
+
+// stop ends the expiry and waits for it: a round under way stops at its
+// next call, and releases the locks it holds.
+func (e *expiry) stop() {
+	e.cancel()
+	<-e.done
 }
 
 // Handler is the server's HTTP handler, for tests that call it directly.
@@ -297,6 +340,9 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
 		s.dash.Close()
+		if s.expiry != nil {
+			s.expiry.stop()
+		}
 		if s.writer != nil {
 			errs = append(errs, s.writer.stop(s.cfg.ShutdownTimeout))
 		}

@@ -297,6 +297,9 @@ func (d *Dashboard) FenceRejected(seckill.FenceStage) {
 // BatchDone is not shown (seckill.Recorder).
 func (d *Dashboard) BatchDone(int) {}
 
+// OrdersClosed is not shown yet (seckill.Recorder).
+func (d *Dashboard) OrdersClosed(seckill.OrderState, int) {}
+
 // OrdersPlaced counts n orders committed for a product: called by the
 // wiring's store, once the transaction that wrote them has committed.
 func (d *Dashboard) OrdersPlaced(productID int64, n int) {

@@ -67,6 +67,7 @@ type Metrics struct {
 	purchaseSeconds *prometheus.HistogramVec // by outcome
 	fenceRejections *prometheus.CounterVec   // by stage
 	batchSize       prometheus.Histogram
+	ordersClosed    *prometheus.CounterVec // by state
 
 	acquisitions    *prometheus.CounterVec // by contended
 	waitSeconds     prometheus.Histogram   // successful acquisitions only
@@ -102,6 +103,8 @@ func New() *Metrics {
 	m.fenceRejections = m.counterVec("seckill_fence_rejections_total",
 		"Writes refused because a newer lock holder had claimed the product's fence (a stalled holder's late write), by stage.", "stage")
 	m.batchSize = m.histogram("seckill_purchase_batch_size", "Purchases served per lock hold (group commit).", BatchBuckets)
+	m.ordersClosed = m.counterVec("seckill_orders_closed_total",
+		"Reservations (orders with a payment window) that left pending, by the state they went to: paid, cancelled, expired.", "state")
 
 	m.acquisitions = m.counterVec("seckill_lock_acquisitions_total",
 		"Lock acquisitions, by whether the first attempt found the lock taken.", "contended")
@@ -137,6 +140,9 @@ func New() *Metrics {
 	for _, o := range seckill.Outcomes {
 		m.purchases.WithLabelValues(string(o))
 		m.purchaseSeconds.WithLabelValues(string(o))
+	}
+	for _, st := range []seckill.OrderState{seckill.OrderPaid, seckill.OrderCancelled, seckill.OrderExpired} {
+		m.ordersClosed.WithLabelValues(string(st))
 	}
 	m.fenceRejections.WithLabelValues(string(seckill.FenceClaim))
 	m.fenceRejections.WithLabelValues(string(seckill.FenceWrite))
@@ -193,6 +199,11 @@ func (m *Metrics) FenceRejected(stage seckill.FenceStage) {
 
 // BatchDone observes a batch's size (seckill.Recorder).
 func (m *Metrics) BatchDone(size int) { m.batchSize.Observe(float64(size)) }
+
+// OrdersClosed counts orders that left pending (seckill.Recorder).
+func (m *Metrics) OrdersClosed(state seckill.OrderState, n int) {
+	m.ordersClosed.WithLabelValues(string(state)).Add(float64(n))
+}
 
 // Acquired counts an acquisition and its wait (lock.Observer).
 func (m *Metrics) Acquired(_ string, wait time.Duration, contended bool) {

@@ -269,7 +269,7 @@ func (s *Service) serveBatches(ctx context.Context, batches []*productBatch) {
 			}
 			bought[c.userID] = true
 			stock--
-			o := &Order{ProductID: productID, UserID: c.userID, Fence: token, CreatedAt: now}
+			o := s.newOrder(productID, c.userID, token, now)
 			b.results[j].order = o
 			orders = append(orders, o)
 		}

@@ -32,6 +32,17 @@ type Options struct {
 	// CounterSale's insert, AsyncCounterSale's writer's.
 	Chaos func(ctx context.Context, products []int64)
 
+	// PayWindow, when positive, makes a purchase a reservation: the order
+	// is pending until the buyer pays or cancels within PayWindow, or a
+	// replica expires it and its unit goes back on sale
+	// (docs/reservations.md). 0: orders are created paid, final at once.
+	PayWindow time.Duration
+
+	// ExpiryChaos, when set, is called inside an expiry's critical
+	// section, with the products whose locks it holds, before it writes:
+	// as Chaos is for purchases.
+	ExpiryChaos func(ctx context.Context, products []int64)
+
 	// Recorder is told how each purchase ended. Default: nobody.
 	Recorder Recorder
 	// Counter is told what the counter designs do besides purchases.
@@ -75,6 +86,9 @@ type Service struct {
 	rec      Recorder
 	log      *slog.Logger
 
+	payWindow   time.Duration
+	expiryChaos func(ctx context.Context, products []int64)
+
 	batchMax, queueMax int
 	wait               time.Duration
 	batch              batcher
@@ -89,20 +103,23 @@ type Service struct {
 // first purchase.
 func NewService(locker Locker, store Store, opts Options) *Service {
 	s := &Service{
-		catalog:  catalog{store: store},
-		locker:   locker,
-		store:    store,
-		now:      opts.Now,
-		chaos:    opts.Chaos,
-		rec:      opts.Recorder,
-		log:      opts.Logger,
-		batchMax: max(opts.BatchMax, 1),
-		queueMax: opts.QueueMax,
-		wait:     opts.Wait,
-		batch:    newLine[*purchaseCall, callResult](),
-		commits:  newLine[*holdCall, holdResult](),
-		rounds:   make(chan struct{}, commitRounds),
-		reads:    newLine[*readCall, readResult](),
+		catalog: catalog{store: store},
+		locker:  locker,
+		store:   store,
+		now:     opts.Now,
+		chaos:   opts.Chaos,
+		rec:     opts.Recorder,
+
+		payWindow:   opts.PayWindow,
+		expiryChaos: opts.ExpiryChaos,
+		log:         opts.Logger,
+		batchMax:    max(opts.BatchMax, 1),
+		queueMax:    opts.QueueMax,
+		wait:        opts.Wait,
+		batch:       newLine[*purchaseCall, callResult](),
+		commits:     newLine[*holdCall, holdResult](),
+		rounds:      make(chan struct{}, commitRounds),
+		reads:       newLine[*readCall, readResult](),
 	}
 	if opts.Unfenced {
 		u, ok := store.(UnfencedStore)
@@ -122,6 +139,9 @@ func NewService(locker Locker, store Store, opts Options) *Service {
 	}
 	if s.chaos == nil {
 		s.chaos = func(context.Context, []int64) {}
+	}
+	if s.expiryChaos == nil {
+		s.expiryChaos = func(context.Context, []int64) {}
 	}
 	if s.rec == nil {
 		s.rec = nopRecorder{}

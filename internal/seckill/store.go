@@ -1,6 +1,9 @@
 package seckill
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Store keeps products and orders. Package store implements it over
 // SQLite or PostgreSQL; every statement lives there. Reading a product, and a page of its
@@ -23,14 +26,14 @@ type Store interface {
 	// one read, so that a caller that read those by id can count every
 	// product once.
 	Inventory(ctx context.Context, except []int64) (Inventory, error)
-	// HasOrder reports whether userID already has an order for the product.
+	// HasOrder reports whether userID holds a live (pending or paid)
+	// order for the product. Every lookup of buyers below means live
+	// orders: a user whose order was cancelled or expired may buy again.
 	HasOrder(ctx context.Context, productID int64, userID string) (bool, error)
 	// Buyers returns which of userIDs have an order for the product.
 	Buyers(ctx context.Context, productID int64, userIDs []string) (map[string]bool, error)
 	// ProductAndBuyers returns what Product and Buyers do, read together:
-	// the product no later than the buyers, so that a buyer it does not
-	// find had no order when the product was read (orders are never
-	// deleted). The fast path of step 2.
+	// the product no later than the buyers (the fast path of step 2).
 	ProductAndBuyers(ctx context.Context, productID int64, userIDs []string) (*Product, map[string]bool, error)
 	// ProductsAndBuyers is ProductAndBuyers for several products at once,
 	// in one round trip: the shared reads of the buyers of any products
@@ -48,10 +51,11 @@ type Store interface {
 	// hop away can take them in one round trip).
 	ClaimAndRead(ctx context.Context, productID, token int64, userIDs []string) (*Product, map[string]bool, error)
 	// PlaceOrders, in one transaction, sets the product's stock to
-	// newStock, adds len(orders) to its Sold and inserts the orders, all
-	// only while the product's fence equals token; otherwise it writes
-	// nothing and returns ErrFenceRejected (step 6). It sets the orders'
-	// ids.
+	// newStock, adds its pending orders to its Reserved and its paid ones
+	// to its Sold, and inserts the orders (each with its State and
+	// ExpiresAt), all only while the product's fence equals token;
+	// otherwise it writes nothing and returns ErrFenceRejected (step 6).
+	// It sets the orders' ids.
 	PlaceOrders(ctx context.Context, productID, token, newStock int64, orders []*Order) error
 	// ClaimAndReadAll is ClaimAndRead for several products at once, in
 	// one round trip, each claim with its own token: the group commit
@@ -73,6 +77,37 @@ type Store interface {
 	// it; otherwise it writes nothing and returns ErrFenceRejected (a
 	// restock under the lock).
 	SetStockFenced(ctx context.Context, productID, stock, token int64) (*Product, error)
+
+	// Order returns one order, or an error matching ErrOrderNotFound.
+	Order(ctx context.Context, id int64) (*Order, error)
+	// PayOrder, in one transaction, moves order id of userID from pending
+	// to paid, only if its window has not ended at now, and its product's
+	// unit from reserved to sold; it records now as the order's ClosedAt
+	// and returns the order as it left it. Otherwise it changes nothing
+	// and returns an error matching ErrOrderNotFound, ErrNotYourOrder,
+	// ErrOrderPaid, ErrOrderCancelled or ErrOrderExpired (also for an
+	// order still pending whose window has ended).
+	PayOrder(ctx context.Context, id int64, userID string, now time.Time) (*Order, error)
+	// CancelOrder is PayOrder's move to cancelled, which returns the unit
+	// from reserved to the product's stock, and so happens only while
+	// the product's fence equals token; otherwise ErrFenceRejected, and
+	// nothing changed.
+	CancelOrder(ctx context.Context, id int64, userID string, token int64, now time.Time) (*Order, error)
+	// DueProducts returns the ids of products with pending orders whose
+	// window ended by now, those due longest first, at most limit.
+	DueProducts(ctx context.Context, now time.Time, limit int) ([]int64, error)
+	// ExpireAll, in one transaction, moves each product's pending orders
+	// whose window ended by now to expired, and their units from reserved
+	// back to the stock, each product only while its fence equals its
+	// claim's token. It returns the ids of the orders each product
+	// expired; a product whose fence moved on expires nothing, and its
+	// error in refused matches ErrFenceRejected. err is a failure of the
+	// whole call, which then writes nothing.
+	ExpireAll(ctx context.Context, claims []Claim, now time.Time) (expired [][]int64, refused []error, err error)
+	// MarkClosed records at as the ClosedAt of the expired orders ids:
+	// once their expiry has committed, so that at is an upper bound of
+	// when their units came back.
+	MarkClosed(ctx context.Context, ids []int64, at time.Time) error
 
 	// Ping reports whether the database answers, for readiness.
 	Ping(ctx context.Context) error
@@ -111,8 +146,9 @@ type Placement struct {
 // The fenced path never uses it; a Service holds one only when built
 // unfenced, taken from its Store.
 type UnfencedStore interface {
-	// InsertOrder inserts o and adds one to the product's Sold, with no
-	// condition, and sets o.ID (the unfenced sequence's insert).
+	// InsertOrder inserts o and adds one to the product's Sold (Reserved,
+	// for a pending order), with no condition, and sets o.ID (the
+	// unfenced sequence's insert).
 	InsertOrder(ctx context.Context, o *Order) error
 	// SetStock sets the product's stock with no condition (the unfenced
 	// sequence's write-back).

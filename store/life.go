@@ -1,0 +1,197 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill-ref/seckill/internal/seckill"
+)
+
+// The statements of an order's life after the purchase (docs/reservations.md):
+// a payment, a cancel and an expiry each move orders out of pending with a
+// conditional update (WHERE state = 'pending'), in the transaction that
+// moves their units, so that of two moves that race for one order the
+// database lets one through. Cancels and expiries put units back in the
+// stock, so they write only under the product's fence; a payment moves a
+// unit from reserved to sold, which no purchase writes back, so it needs
+// no fence.
+//
+// Every transaction here, like a purchase's write, locks the product's row
+// before its orders' rows, so that two of them never wait for each other
+// on PostgreSQL (a deadlock there aborts one of them). On SQLite each is
+// one writer of the whole file.
+
+// Order returns one order, or an error matching seckill.ErrOrderNotFound.
+func (s *Store) Order(ctx context.Context, id int64) (*seckill.Order, error) {
+	return orderByID(s.db.WithContext(ctx), id)
+}
+
+// orderByID reads one order through db, which may be a transaction.
+func orderByID(db *gorm.DB, id int64) (*seckill.Order, error) {
+	var rows []orderRow
+	if err := db.Where("id = ?", id).Limit(1).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("store: order %d: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("store: order %d: %w", id, seckill.ErrOrderNotFound)
+	}
+	return rows[0].order(), nil
+}
+
+// moveOrder is the conditional update of every move out of pending: it
+// matches only an order still pending whose window has not ended at now.
+const moveOrder = "UPDATE orders SET state = ?, closed_at = ? WHERE id = ? AND state = 'pending' AND expires_at > ?"
+
+// PayOrder moves a pending order of userID to paid, and its unit from the
+// product's reserved count to its sold count, in one transaction, if its
+// window has not ended at now (seckill.CheckMove's rule, checked again by
+// the update itself); otherwise it changes nothing.
+func (s *Store) PayOrder(ctx context.Context, id int64, userID string, now time.Time) (*seckill.Order, error) {
+	return s.move(ctx, id, userID, now, seckill.OrderPaid, func(tx *gorm.DB, o *seckill.Order) error {
+		return tx.Exec("UPDATE products SET reserved = reserved - 1, sold = sold + 1 WHERE id = ?", o.ProductID).Error
+	})
+}
+
+// CancelOrder moves a pending order of userID to cancelled, and its unit
+// from the product's reserved count back to its stock, in one transaction,
+// only while the product's fence is at most token: the claim and the write
+// of one holder (a stale holder, whose token is below the fence, writes
+// nothing: seckill.ErrFenceRejected).
+func (s *Store) CancelOrder(ctx context.Context, id int64, userID string, token int64, now time.Time) (*seckill.Order, error) {
+	return s.move(ctx, id, userID, now, seckill.OrderCancelled, func(tx *gorm.DB, o *seckill.Order) error {
+		res := tx.Exec("UPDATE products SET fence = ?, stock = stock + 1, reserved = reserved - 1 WHERE id = ? AND fence <= ?", token, o.ProductID, token)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return fmt.Errorf("cancel order %d under fence %d: %w", id, token, seckill.ErrFenceRejected)
+		}
+		return nil
+	})
+}
+
+// move is a payment or a cancel: in one transaction, it reads the order,
+// checks the rule, runs unit (the product's update, which locks its row),
+// and then moves the order if it is still pending and on time. If the
+// order moved meanwhile, it reads it again to say why, and rolls back.
+func (s *Store) move(ctx context.Context, id int64, userID string, now time.Time, to seckill.OrderState, unit func(tx *gorm.DB, o *seckill.Order) error) (*seckill.Order, error) {
+	now = now.UTC()
+	var out *seckill.Order
+	err := s.transaction(ctx, func(tx *gorm.DB) error {
+		o, err := orderByID(tx, id)
+		if err != nil {
+			return err
+		}
+		if err := seckill.CheckMove(o, userID, now); err != nil {
+			return err
+		}
+		if err := unit(tx, o); err != nil {
+			return err
+		}
+		res := tx.Exec(moveOrder, string(to), now, id, now)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			// Moved by another transaction since the read: say how.
+			if o, err = orderByID(tx, id); err != nil {
+				return err
+			}
+			if err := seckill.CheckMove(o, userID, now); err != nil {
+				return err
+			}
+			return fmt.Errorf("order %d did not move to %s", id, to)
+		}
+		o.State, o.ClosedAt = to, now
+		out = o
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: %s order %d of user %q: %w", to, id, userID, err)
+	}
+	return out, nil
+}
+
+// DueProducts returns the products with pending orders whose window ended
+// by now, those due longest first, at most limit: one scan of the index of
+// pending orders' windows, up to now.
+func (s *Store) DueProducts(ctx context.Context, now time.Time, limit int) ([]int64, error) {
+	var ids []int64
+	err := s.db.WithContext(ctx).Raw(`SELECT product_id FROM orders WHERE state = 'pending' AND expires_at <= ?
+		GROUP BY product_id ORDER BY MIN(expires_at) LIMIT ?`, now.UTC(), limit).Scan(&ids).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: products with orders due by %v: %w", now, err)
+	}
+	return ids, nil
+}
+
+// ExpireAll, in one transaction, claims each product's fence with its
+// token (only if the fence is at most the token), moves the product's
+// pending orders due by now to expired, and adds their number to its
+// stock and takes it from its reserved count. A product whose fence is
+// past its token is left alone, with an error matching
+// seckill.ErrFenceRejected in refused. The claim and the write are one:
+// an expiry reads nothing it writes back, it adds to the stock what it
+// took from reserved. It returns the ids of each product's expired orders.
+func (s *Store) ExpireAll(ctx context.Context, claims []seckill.Claim, now time.Time) ([][]int64, []error, error) {
+	now = now.UTC()
+	expired := make([][]int64, len(claims))
+	refused := make([]error, len(claims))
+	err := s.transaction(ctx, func(tx *gorm.DB) error {
+		for _, i := range byProductID(claims, func(c seckill.Claim) int64 { return c.ProductID }) {
+			c := claims[i]
+			expired[i], refused[i] = nil, nil
+			res := tx.Exec("UPDATE products SET fence = ? WHERE id = ? AND fence <= ?", c.Token, c.ProductID, c.Token)
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				refused[i] = fmt.Errorf("store: expire the orders of product %d under fence %d: %w", c.ProductID, c.Token, seckill.ErrFenceRejected)
+				continue
+			}
+			var ids []int64
+			if err := tx.Raw(`UPDATE orders SET state = 'expired' WHERE product_id = ? AND state = 'pending' AND expires_at <= ?
+				RETURNING id`, c.ProductID, now).Scan(&ids).Error; err != nil {
+				return err
+			}
+			if len(ids) == 0 {
+				continue
+			}
+			if err := tx.Exec("UPDATE products SET stock = stock + ?, reserved = reserved - ? WHERE id = ?", len(ids), len(ids), c.ProductID).Error; err != nil {
+				return err
+			}
+			expired[i] = ids
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: expire the orders of %d products due by %v: %w", len(claims), now, err)
+	}
+	return expired, refused, nil
+}
+
+// markChunk bounds the ids of one MarkClosed statement: each is a bound
+// parameter.
+const markChunk = 500
+
+// MarkClosed records at as the closed_at of the expired orders ids that
+// have none yet.
+func (s *Store) MarkClosed(ctx context.Context, ids []int64, at time.Time) error {
+	at = at.UTC()
+	var errs []error
+	for len(ids) > 0 {
+		n := min(len(ids), markChunk)
+		if _, err := s.exec(ctx, "UPDATE orders SET closed_at = ? WHERE id IN ? AND state = 'expired' AND closed_at IS NULL", at, ids[:n]); err != nil {
+			errs = append(errs, err)
+		}
+		ids = ids[n:]
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store: record when orders expired: %w", err)
+	}
+	return nil
+}
