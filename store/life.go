@@ -138,6 +138,24 @@ func (s *Store) DueProducts(ctx context.Context, now time.Time, limit int) ([]in
 // an expiry reads nothing it writes back, it adds to the stock what it
 // took from reserved. It returns the ids of each product's expired orders.
 func (s *Store) ExpireAll(ctx context.Context, claims []seckill.Claim, now time.Time) ([][]int64, []error, error) {
+	return s.expireAll(ctx, claims, now, expireDue)
+}
+
+// ExpireAllUnchecked is ExpireAll without the state condition: the control
+// of an expiry that does not check the state it moves from
+// (seckill.UnsafeLifeStore).
+func (s *Store) ExpireAllUnchecked(ctx context.Context, claims []seckill.Claim, now time.Time) ([][]int64, []error, error) {
+	return s.expireAll(ctx, claims, now, expireDueAnyState)
+}
+
+// The moves of an expiry: of the pending orders due, or (a control) of
+// every order due, whatever its state.
+const (
+	expireDue         = "UPDATE orders SET state = 'expired' WHERE product_id = ? AND state = 'pending' AND expires_at <= ? RETURNING id"
+	expireDueAnyState = "UPDATE orders SET state = 'expired' WHERE product_id = ? AND expires_at <= ? RETURNING id"
+)
+
+func (s *Store) expireAll(ctx context.Context, claims []seckill.Claim, now time.Time, move string) ([][]int64, []error, error) {
 	now = now.UTC()
 	expired := make([][]int64, len(claims))
 	refused := make([]error, len(claims))
@@ -154,8 +172,7 @@ func (s *Store) ExpireAll(ctx context.Context, claims []seckill.Claim, now time.
 				continue
 			}
 			var ids []int64
-			if err := tx.Raw(`UPDATE orders SET state = 'expired' WHERE product_id = ? AND state = 'pending' AND expires_at <= ?
-				RETURNING id`, c.ProductID, now).Scan(&ids).Error; err != nil {
+			if err := tx.Raw(move, c.ProductID, now).Scan(&ids).Error; err != nil {
 				return err
 			}
 			if len(ids) == 0 {
@@ -172,6 +189,66 @@ func (s *Store) ExpireAll(ctx context.Context, claims []seckill.Claim, now time.
 		return nil, nil, fmt.Errorf("store: expire the orders of %d products due by %v: %w", len(claims), now, err)
 	}
 	return expired, refused, nil
+}
+
+// ExpireOrders moves the product's pending orders due by now to expired,
+// and takes them from its reserved count only: the first half of the
+// unlocked expiry's control (seckill.UnsafeLifeStore), which writes the
+// stock back itself.
+func (s *Store) ExpireOrders(ctx context.Context, productID int64, now time.Time) ([]int64, error) {
+	var ids []int64
+	err := s.transaction(ctx, func(tx *gorm.DB) error {
+		if err := tx.Raw(expireDue, productID, now.UTC()).Scan(&ids).Error; err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		return tx.Exec("UPDATE products SET reserved = reserved - ? WHERE id = ?", len(ids), productID).Error
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: expire the orders of product %d due by %v: %w", productID, now, err)
+	}
+	return ids, nil
+}
+
+// PayLate accepts a payment of a pending or expired order of userID,
+// whatever its window: the control of the payment that arrives after the
+// timeout returned its unit (seckill.UnsafeLifeStore). An expired order's
+// unit is counted sold again.
+func (s *Store) PayLate(ctx context.Context, id int64, userID string, now time.Time) (*seckill.Order, error) {
+	now = now.UTC()
+	var out *seckill.Order
+	err := s.transaction(ctx, func(tx *gorm.DB) error {
+		o, err := orderByID(tx, id)
+		if err != nil {
+			return err
+		}
+		if o.UserID != userID {
+			return seckill.ErrNotYourOrder
+		}
+		unit := "UPDATE products SET reserved = reserved - 1, sold = sold + 1 WHERE id = ?"
+		switch o.State {
+		case seckill.OrderPending:
+		case seckill.OrderExpired:
+			unit = "UPDATE products SET sold = sold + 1 WHERE id = ?"
+		default:
+			return seckill.CheckMove(o, userID, now)
+		}
+		if err := tx.Exec(unit, o.ProductID).Error; err != nil {
+			return err
+		}
+		if err := tx.Exec("UPDATE orders SET state = 'paid', closed_at = ? WHERE id = ?", now, id).Error; err != nil {
+			return err
+		}
+		o.State, o.ClosedAt = seckill.OrderPaid, now
+		out = o
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: pay order %d of user %q late: %w", id, userID, err)
+	}
+	return out, nil
 }
 
 // markChunk bounds the ids of one MarkClosed statement: each is a bound

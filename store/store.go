@@ -97,8 +97,9 @@ import (
 )
 
 var (
-	_ seckill.Store         = (*Store)(nil)
-	_ seckill.UnfencedStore = (*Store)(nil)
+	_ seckill.Store           = (*Store)(nil)
+	_ seckill.UnfencedStore   = (*Store)(nil)
+	_ seckill.UnsafeLifeStore = (*Store)(nil)
 )
 
 // Store is a database of products and orders.

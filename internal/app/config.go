@@ -144,6 +144,13 @@ type Config struct {
 	// only; never in production.
 	UnsafeCounterTokens bool
 
+	// UnsafeExpiry ("unlocked" or "unchecked") and UnsafePayLate switch
+	// off one safeguard of a reservation's life each
+	// (seckill.Options.UnsafeExpiry, UnsafePayLate): for demonstrations
+	// and the controls of the checks only; never in production.
+	UnsafeExpiry  string
+	UnsafePayLate bool
+
 	// ChaosPause makes a lock holder sleep this long inside the critical
 	// section, after its checks and before its writes, with probability
 	// ChaosProb (0..1). It turns lost leases and lost updates from rare into
@@ -305,6 +312,9 @@ func (c Config) Validate() error {
 	if c.PayWindow < 0 || c.ExpireInterval < 0 {
 		errs = append(errs, fmt.Errorf("pay window %v, expire interval %v: must not be negative", c.PayWindow, c.ExpireInterval))
 	}
+	if _, err := seckill.ParseUnsafeExpiry(c.UnsafeExpiry); err != nil {
+		errs = append(errs, err)
+	}
 	if c.PayWindow > 0 && c.Design != DesignLock {
 		errs = append(errs, fmt.Errorf("pay window %v: the %s design sells orders final at once; a payment window needs the lock design", c.PayWindow, c.Design))
 	}
@@ -393,8 +403,8 @@ func (c Config) validateDesign() []error {
 	if c.Lock != LockRedis {
 		errs = append(errs, fmt.Errorf("LOCK=%s is a lock mode of the lock design, not of DESIGN=%s: drop it", c.Lock, c.Design))
 	}
-	if c.UnsafeNoFence || c.UnsafeCounterTokens {
-		errs = append(errs, fmt.Errorf("UNSAFE_NO_FENCE and UNSAFE_COUNTER_TOKENS switch off parts of the lock design, not of DESIGN=%s: drop them", c.Design))
+	if c.UnsafeNoFence || c.UnsafeCounterTokens || c.UnsafeExpiry != "" || c.UnsafePayLate {
+		errs = append(errs, fmt.Errorf("UNSAFE_NO_FENCE, UNSAFE_COUNTER_TOKENS, UNSAFE_EXPIRY and UNSAFE_PAY_LATE switch off parts of the lock design, not of DESIGN=%s: drop them", c.Design))
 	}
 	if c.Design != DesignConditional && len(c.RedisAddrs) > 0 {
 		errs = append(errs, fmt.Errorf("DESIGN=%s keeps its counters in one Redis (REDIS_ADDR, REDIS_URL, Sentinel or Cluster), not in a Redlock's independent masters (REDIS_ADDRS)", c.Design))

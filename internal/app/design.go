@@ -55,6 +55,11 @@ func (s *Server) newDesign(locker seckill.Locker, st countingStore) design {
 		return seckill.NewAsyncCounterSale(c, c, st, opts)
 	}
 	opts.Unfenced = cfg.Lock != LockRedis || cfg.UnsafeNoFence
+	opts.UnsafeExpiry, _ = seckill.ParseUnsafeExpiry(cfg.UnsafeExpiry) // checked by Validate
+	opts.UnsafePayLate = cfg.UnsafePayLate
+	if opts.UnsafeExpiry != seckill.ExpirySafe || opts.UnsafePayLate {
+		s.log.Warn("UNSAFE: a safeguard of the reservations is off; units can be sold twice", "expiry", cfg.UnsafeExpiry, "pay_late", cfg.UnsafePayLate)
+	}
 	if cfg.Lock == LockRedis && cfg.UnsafeNoFence {
 		s.log.Warn("UNSAFE: fencing is off; a holder whose lease runs out can oversell")
 	}

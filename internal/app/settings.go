@@ -45,6 +45,8 @@ var settings = []setting{
 	{"CHAOS_EXPIRY_PAUSE", "chaos-expiry-pause", "fault injection: expiries sleep this long inside their critical section, before their write", duration(func(c *Config) *time.Duration { return &c.ChaosExpiryPause })},
 	{"UNSAFE_NO_FENCE", "unsafe-no-fence", "UNSAFE, for demonstrations: turn fencing off in redis mode, so a holder whose lease ran out can oversell", boolean(func(c *Config) *bool { return &c.UnsafeNoFence })},
 	{"UNSAFE_COUNTER_TOKENS", "", "", boolean(func(c *Config) *bool { return &c.UnsafeCounterTokens })},
+	{"UNSAFE_EXPIRY", "unsafe-expiry", "UNSAFE, for demonstrations: `unlocked` (units go back outside the lock and the fence) or `unchecked` (due orders expire whatever their state)", lower(func(c *Config) *string { return &c.UnsafeExpiry })},
+	{"UNSAFE_PAY_LATE", "unsafe-pay-late", "UNSAFE, for demonstrations: accept a payment after its window, also of an expired order", boolean(func(c *Config) *bool { return &c.UnsafePayLate })},
 	{"LOG_LEVEL", "log-level", "log `level`: debug, info, warn or error", level(func(c *Config) *slog.Level { return &c.LogLevel })},
 	{"SHUTDOWN_TIMEOUT", "shutdown-timeout", "how long shutdown waits for in-flight requests", duration(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
 	{"READ_TIMEOUT", "read-timeout", "longest read of a whole request, body included", duration(func(c *Config) *time.Duration { return &c.ReadTimeout })},

@@ -397,3 +397,102 @@ func TestExpiryWaitsForALockHeldElsewhere(t *testing.T) {
 	checkSupply(t, st, a.ID, 1)
 	checkSupply(t, st, b.ID, 1)
 }
+
+// The controls of a reservation's life each break the supply in the way
+// the load test's checks must catch: an expiry that adds the units back
+// outside the lock loses a purchase's decrement, one that checks no state
+// expires a paid order, and a payment accepted after the expiry counts a
+// unit that went back on sale as sold again.
+func TestUnsafeLifeControlsBreakTheSupply(t *testing.T) {
+	supply := func(t *testing.T, st *store.Store, id int64) int64 {
+		t.Helper()
+		p, err := st.Product(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Stock + p.Reserved + p.Sold
+	}
+	t.Run("unlocked expiry", func(t *testing.T) {
+		e := newEnv(t)
+		st := e.store()
+		clk := newClock()
+		p := e.product(st, 2)
+		buyer := seckill.NewService(e.locker(lock.Options{}), st, seckill.Options{PayWindow: time.Second, Now: clk.Now})
+		ctx := context.Background()
+		o, err := buyer.Purchase(ctx, p.ID, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.set(o.ExpiresAt)
+		// Between the expiry's read and its write-back, bob buys.
+		var bought atomic.Bool
+		between := func(ctx context.Context, _ []int64) {
+			if _, err := buyer.Purchase(ctx, p.ID, "bob"); err != nil {
+				t.Error(err)
+			}
+			bought.Store(true)
+		}
+		expirer := seckill.NewService(e.locker(lock.Options{}), st, seckill.Options{PayWindow: time.Second, Now: clk.Now,
+			UnsafeExpiry: seckill.ExpiryUnlocked, ExpiryChaos: between})
+		if n, err := expirer.ExpireDue(ctx); err != nil || n != 1 || !bought.Load() {
+			t.Fatalf("ExpireDue: %d, %v; bob bought between: %v", n, err, bought.Load())
+		}
+		if got := supply(t, st, p.ID); got != 3 {
+			t.Errorf("stock + reserved + sold after the unlocked expiry: got %d, want 3, one more than the 2 there are", got)
+		}
+	})
+	t.Run("unchecked expiry", func(t *testing.T) {
+		e := newEnv(t)
+		st := e.store()
+		clk := newClock()
+		p := e.product(st, 2)
+		svc := seckill.NewService(e.locker(lock.Options{}), st, seckill.Options{PayWindow: time.Second, Now: clk.Now, UnsafeExpiry: seckill.ExpiryUnchecked})
+		ctx := context.Background()
+		o, err := svc.Purchase(ctx, p.ID, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Pay(ctx, o.ID, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		// bob lets his window pass: the product has an order due.
+		if _, err := svc.Purchase(ctx, p.ID, "bob"); err != nil {
+			t.Fatal(err)
+		}
+		clk.set(o.ExpiresAt.Add(time.Millisecond))
+		if n, err := svc.ExpireDue(ctx); err != nil || n != 2 {
+			t.Fatalf("ExpireDue: %d, %v; want bob's order and alice's paid one expired", n, err)
+		}
+		if got, _ := st.Order(ctx, o.ID); got.State != seckill.OrderExpired {
+			t.Errorf("the paid order after the unchecked expiry: %q, want expired", got.State)
+		}
+		// Both units on sale again while one is still counted sold:
+		// reserved goes below its pending orders (none), sold above its
+		// paid ones (none).
+		if got, _ := st.Product(ctx, p.ID); got.Stock != 2 || got.Reserved != -1 || got.Sold != 1 {
+			t.Errorf("after the unchecked expiry: stock %d, reserved %d, sold %d; want 2, -1 and 1: the paid unit back on sale", got.Stock, got.Reserved, got.Sold)
+		}
+	})
+	t.Run("payment after the expiry", func(t *testing.T) {
+		e := newEnv(t)
+		st := e.store()
+		clk := newClock()
+		p := e.product(st, 1)
+		svc := seckill.NewService(e.locker(lock.Options{}), st, seckill.Options{PayWindow: time.Second, Now: clk.Now, UnsafePayLate: true})
+		ctx := context.Background()
+		o, err := svc.Purchase(ctx, p.ID, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.set(o.ExpiresAt)
+		if n, err := svc.ExpireDue(ctx); err != nil || n != 1 {
+			t.Fatalf("ExpireDue: %d, %v", n, err)
+		}
+		if _, err := svc.Pay(ctx, o.ID, "alice"); err != nil {
+			t.Fatalf("late payment under the control: %v, want it accepted", err)
+		}
+		if got := supply(t, st, p.ID); got != 2 {
+			t.Errorf("stock + reserved + sold after the late payment: got %d, want 2, one more than the 1 there is", got)
+		}
+	})
+}

@@ -38,6 +38,14 @@ type Options struct {
 	// (docs/reservations.md). 0: orders are created paid, final at once.
 	PayWindow time.Duration
 
+	// UnsafeExpiry and UnsafePayLate switch off one safeguard of a
+	// reservation's life each, to show that the checks catch what it
+	// prevents: for demonstrations and the controls of the tests only,
+	// never in production. The Store must then also be an
+	// UnsafeLifeStore.
+	UnsafeExpiry  UnsafeExpiry
+	UnsafePayLate bool
+
 	// ExpiryChaos, when set, is called inside an expiry's critical
 	// section, with the products whose locks it holds, before it writes:
 	// as Chaos is for purchases.
@@ -88,6 +96,10 @@ type Service struct {
 
 	payWindow   time.Duration
 	expiryChaos func(ctx context.Context, products []int64)
+	unsafeLife  UnsafeLifeStore // store's unsafe writes; nil unless a control is on
+	setStock    UnfencedStore   // the unlocked expiry's write-back; nil unless it is on
+	unsafeExp   UnsafeExpiry
+	payLate     bool
 
 	batchMax, queueMax int
 	wait               time.Duration
@@ -120,6 +132,18 @@ func NewService(locker Locker, store Store, opts Options) *Service {
 		commits:     newLine[*holdCall, holdResult](),
 		rounds:      make(chan struct{}, commitRounds),
 		reads:       newLine[*readCall, readResult](),
+	}
+	if opts.UnsafeExpiry != ExpirySafe || opts.UnsafePayLate {
+		u, ok := store.(UnsafeLifeStore)
+		if !ok {
+			panic(fmt.Sprintf("seckill: Options.UnsafeExpiry and UnsafePayLate need a store that implements UnsafeLifeStore; %T does not", store))
+		}
+		s.unsafeLife, s.unsafeExp, s.payLate = u, opts.UnsafeExpiry, opts.UnsafePayLate
+		if s.unsafeExp == ExpiryUnlocked {
+			if s.setStock, ok = store.(UnfencedStore); !ok {
+				panic(fmt.Sprintf("seckill: Options.UnsafeExpiry %q needs a store that implements UnfencedStore; %T does not", opts.UnsafeExpiry, store))
+			}
+		}
 	}
 	if opts.Unfenced {
 		u, ok := store.(UnfencedStore)

@@ -155,6 +155,27 @@ type UnfencedStore interface {
 	SetStock(ctx context.Context, productID, stock int64) error
 }
 
+// UnsafeLifeStore is the write path of the controls of a reservation's
+// life (Options.UnsafeExpiry, Options.UnsafePayLate): each leaves out one
+// safeguard of Store's, to show what it prevents. A Service holds one only
+// when built with such a control.
+type UnsafeLifeStore interface {
+	// ExpireAllUnchecked is ExpireAll whose move of the orders checks no
+	// state: every order of the product whose window ended by now
+	// becomes expired, paid, cancelled and expired ones too, and each
+	// adds a unit to the stock.
+	ExpireAllUnchecked(ctx context.Context, claims []Claim, now time.Time) (expired [][]int64, refused []error, err error)
+	// ExpireOrders moves the product's pending orders due by now to
+	// expired and takes them from its reserved count, and nothing else:
+	// the stock is left to the caller (an unlocked expiry writes it back
+	// with SetStock).
+	ExpireOrders(ctx context.Context, productID int64, now time.Time) ([]int64, error)
+	// PayLate is PayOrder without the window or the state: it accepts a
+	// payment of a pending or expired order of userID at any time; an
+	// expired order's unit, already back on sale, is counted sold again.
+	PayLate(ctx context.Context, id int64, userID string, now time.Time) (*Order, error)
+}
+
 // ConditionalStore is the Store of the conditional design, where the
 // database alone decides a purchase.
 type ConditionalStore interface {
