@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -46,14 +47,128 @@ func orderByID(db *gorm.DB, id int64) (*seckill.Order, error) {
 // matches only an order still pending whose window has not ended at now.
 const moveOrder = "UPDATE orders SET state = ?, closed_at = ? WHERE id = ? AND state = 'pending' AND expires_at > ?"
 
-// PayOrder moves a pending order of userID to paid, and its unit from the
-// product's reserved count to its sold count, in one transaction, if its
-// window has not ended at now (seckill.CheckMove's rule, checked again by
-// the update itself); otherwise it changes nothing.
-func (s *Store) PayOrder(ctx context.Context, id int64, userID string, now time.Time) (*seckill.Order, error) {
-	return s.move(ctx, id, userID, now, seckill.OrderPaid, func(tx *gorm.DB, o *seckill.Order) error {
-		return tx.Exec("UPDATE products SET reserved = reserved - 1, sold = sold + 1 WHERE id = ?", o.ProductID).Error
+// PayOrders moves each pending order of its user to paid, and its unit
+// from the product's reserved count to its sold count, all in one
+// transaction, for the orders whose window has not ended at now
+// (seckill.CheckMove's rule, checked again by the update itself); the
+// others change nothing and get their rule's error in errs. The payments
+// of one process are written together (package seckill's shared
+// payments): one transaction for many, where one each made a hot
+// product's row the sale's bottleneck. err is a failure of the whole
+// call, which then writes nothing.
+func (s *Store) PayOrders(ctx context.Context, pays []seckill.Payment, now time.Time) (orders []*seckill.Order, errs []error, err error) {
+	now = now.UTC()
+	err = s.transaction(ctx, func(tx *gorm.DB) error {
+		orders, errs = make([]*seckill.Order, len(pays)), make([]error, len(pays))
+		ids := make([]int64, len(pays))
+		for i, p := range pays {
+			ids[i] = p.OrderID
+		}
+		found, err := ordersByID(tx, ids)
+		if err != nil {
+			return err
+		}
+		// The rule, in order: of two payments of one order in the batch,
+		// the first that may pays and the second finds it paid.
+		var move []int64
+		var products []int64
+		payer := map[int64]int{} // order -> the payment that moves it
+		for i, p := range pays {
+			o := found[p.OrderID]
+			switch {
+			case o == nil:
+				errs[i] = fmt.Errorf("order %d: %w", p.OrderID, seckill.ErrOrderNotFound)
+				continue
+			case payer[o.ID] > 0:
+				if o.UserID == p.UserID {
+					errs[i] = fmt.Errorf("order %d: %w", o.ID, seckill.ErrOrderPaid)
+				} else {
+					errs[i] = fmt.Errorf("order %d: %w", o.ID, seckill.ErrNotYourOrder)
+				}
+				continue
+			}
+			if errs[i] = seckill.CheckMove(o, p.UserID, now); errs[i] != nil {
+				continue
+			}
+			payer[o.ID] = i + 1
+			move = append(move, o.ID)
+			if !slices.Contains(products, o.ProductID) {
+				products = append(products, o.ProductID)
+			}
+		}
+		if len(move) == 0 {
+			return nil
+		}
+		// The products' rows first, in id order, as every transaction that
+		// moves units locks them (PostgreSQL; SQLite has one writer).
+		slices.Sort(products)
+		if s.db.Dialector.Name() == "postgres" {
+			if err := tx.Exec("SELECT id FROM products WHERE id IN ? ORDER BY id FOR UPDATE", products).Error; err != nil {
+				return err
+			}
+		}
+		var moved []struct{ ID, ProductID int64 }
+		if err := tx.Raw(`UPDATE orders SET state = 'paid', closed_at = ? WHERE id IN ? AND state = 'pending' AND expires_at > ?
+			RETURNING id, product_id`, now, move, now).Scan(&moved).Error; err != nil {
+			return err
+		}
+		perProduct := map[int64]int{}
+		done := map[int64]bool{}
+		for _, m := range moved {
+			perProduct[m.ProductID]++
+			done[m.ID] = true
+		}
+		for _, id := range products {
+			if n := perProduct[id]; n > 0 {
+				if err := tx.Exec("UPDATE products SET reserved = reserved - ?, sold = sold + ? WHERE id = ?", n, n, id).Error; err != nil {
+					return err
+				}
+			}
+		}
+		// An order moved by another transaction since the read: say how.
+		var raced []int64
+		for _, id := range move {
+			if !done[id] {
+				raced = append(raced, id)
+			}
+		}
+		again := map[int64]*seckill.Order{}
+		if len(raced) > 0 {
+			if again, err = ordersByID(tx, raced); err != nil {
+				return err
+			}
+		}
+		for id, k := range payer {
+			i := k - 1
+			o := found[id]
+			if done[id] {
+				o.State, o.ClosedAt = seckill.OrderPaid, now
+				orders[i] = o
+				continue
+			}
+			if errs[i] = seckill.CheckMove(again[id], pays[i].UserID, now); errs[i] == nil {
+				errs[i] = fmt.Errorf("order %d did not move to paid", id)
+			}
+		}
+		return nil
 	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: pay %d orders: %w", len(pays), err)
+	}
+	return orders, errs, nil
+}
+
+// ordersByID reads the orders ids through db, which may be a transaction.
+func ordersByID(db *gorm.DB, ids []int64) (map[int64]*seckill.Order, error) {
+	var rows []orderRow
+	if err := db.Where("id IN ?", ids).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("store: %d orders: %w", len(ids), err)
+	}
+	out := make(map[int64]*seckill.Order, len(rows))
+	for _, r := range rows {
+		out[r.ID] = r.order()
+	}
+	return out, nil
 }
 
 // CancelOrder moves a pending order of userID to cancelled, and its unit

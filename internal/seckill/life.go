@@ -94,16 +94,14 @@ func (s *Service) Pay(ctx context.Context, orderID int64, userID string) (*Order
 	if err := validateMove(orderID, userID); err != nil {
 		return nil, err
 	}
-	pay := s.store.PayOrder
 	if s.payLate {
-		pay = s.unsafeLife.PayLate
+		o, err := s.unsafeLife.PayLate(ctx, orderID, userID, s.now().UTC())
+		if err == nil {
+			s.rec.OrdersClosed(OrderPaid, 1)
+		}
+		return o, err
 	}
-	o, err := pay(ctx, orderID, userID, s.now().UTC())
-	if err != nil {
-		return nil, err
-	}
-	s.rec.OrdersClosed(OrderPaid, 1)
-	return o, nil
+	return s.pay(ctx, Payment{OrderID: orderID, UserID: userID})
 }
 
 // Cancel cancels userID's pending order: it becomes cancelled, and its
@@ -154,7 +152,9 @@ func (s *Service) ExpireDue(ctx context.Context) (int, error) {
 	tried := map[int64]bool{}
 	total := 0
 	for {
-		due, err := s.store.DueProducts(ctx, now, commitMaxProducts)
+		// One look for many rounds' products: each look scans the due
+		// orders' index up to now.
+		due, err := s.store.DueProducts(ctx, now, dueLookMax)
 		if err != nil {
 			return total, err
 		}
@@ -166,18 +166,28 @@ func (s *Service) ExpireDue(ctx context.Context) (int, error) {
 			}
 		}
 		if len(fresh) == 0 {
-			return total, nil
+			return total, nil // every product due was tried: its lock was not had
 		}
-		if s.unsafeExp == ExpiryUnlocked {
-			total += s.expireUnlocked(ctx, fresh, now)
-		} else {
-			total += s.expireRound(ctx, fresh, now)
+		for len(fresh) > 0 {
+			n := min(len(fresh), commitMaxProducts)
+			if s.unsafeExp == ExpiryUnlocked {
+				total += s.expireUnlocked(ctx, fresh[:n], now)
+			} else {
+				total += s.expireRound(ctx, fresh[:n], now)
+			}
+			fresh = fresh[n:]
+			if err := ctx.Err(); err != nil {
+				return total, err
+			}
 		}
-		if len(due) < commitMaxProducts {
+		if len(due) < dueLookMax {
 			return total, nil
 		}
 	}
 }
+
+// dueLookMax is the most products one look for due orders returns.
+const dueLookMax = 32 * commitMaxProducts
 
 // heldProduct is a product whose lock an expiry holds.
 type heldProduct struct {

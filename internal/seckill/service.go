@@ -107,6 +107,7 @@ type Service struct {
 	commits            commits
 	rounds             chan struct{} // one token per round at work (commit.go)
 	reads              reads
+	pays               pays
 }
 
 // NewService returns a Service that locks with locker and keeps its data in
@@ -132,6 +133,7 @@ func NewService(locker Locker, store Store, opts Options) *Service {
 		commits:     newLine[*holdCall, holdResult](),
 		rounds:      make(chan struct{}, commitRounds),
 		reads:       newLine[*readCall, readResult](),
+		pays:        newLine[*payCall, payResult](),
 	}
 	if opts.UnsafeExpiry != ExpirySafe || opts.UnsafePayLate {
 		u, ok := store.(UnsafeLifeStore)
@@ -226,9 +228,11 @@ func (s *Service) Ready(ctx context.Context) error {
 }
 
 // Queues reports how many queues this Service keeps in memory: one per
-// product with purchases waiting for or in a batch, and the shared reads'
-// and the rounds' queues while anyone waits in them. A queue is forgotten
+// product with purchases waiting for or in a batch, and the shared reads',
+// the shared payments' and the rounds' queues while anyone waits in them. A queue is forgotten
 // when its last call is served, so Queues falls back to 0 whenever no
 // request is in flight, however many products were sold: a count that
 // stays above 0 then is state left behind.
-func (s *Service) Queues() int { return s.batch.products() + s.commits.products() + s.reads.products() }
+func (s *Service) Queues() int {
+	return s.batch.products() + s.commits.products() + s.reads.products() + s.pays.products()
+}

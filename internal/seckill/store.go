@@ -80,18 +80,20 @@ type Store interface {
 
 	// Order returns one order, or an error matching ErrOrderNotFound.
 	Order(ctx context.Context, id int64) (*Order, error)
-	// PayOrder, in one transaction, moves order id of userID from pending
-	// to paid, only if its window has not ended at now, and its product's
-	// unit from reserved to sold; it records now as the order's ClosedAt
-	// and returns the order as it left it. Otherwise it changes nothing
-	// and returns an error matching ErrOrderNotFound, ErrNotYourOrder,
-	// ErrOrderPaid, ErrOrderCancelled or ErrOrderExpired (also for an
-	// order still pending whose window has ended).
-	PayOrder(ctx context.Context, id int64, userID string, now time.Time) (*Order, error)
-	// CancelOrder is PayOrder's move to cancelled, which returns the unit
-	// from reserved to the product's stock, and so happens only while
-	// the product's fence equals token; otherwise ErrFenceRejected, and
-	// nothing changed.
+	// PayOrders, in one transaction, moves each payment's order of its
+	// user from pending to paid, only if its window has not ended at
+	// now, and its product's unit from reserved to sold; it records now
+	// as the order's ClosedAt and returns the orders as they left it.
+	// Payments that may not (errs[i] matching ErrOrderNotFound,
+	// ErrNotYourOrder, ErrOrderPaid, ErrOrderCancelled or ErrOrderExpired,
+	// also for an order still pending whose window has ended) change
+	// nothing. err is a failure of the whole call, which writes nothing.
+	PayOrders(ctx context.Context, pays []Payment, now time.Time) (orders []*Order, errs []error, err error)
+	// CancelOrder moves order id of userID from pending to cancelled, as
+	// PayOrders moves one to paid (with its errors), and its unit from
+	// reserved back to the product's stock, and so happens only while
+	// the product's fence is at most token (a claim and a write of one
+	// holder); otherwise ErrFenceRejected, and nothing changed.
 	CancelOrder(ctx context.Context, id int64, userID string, token int64, now time.Time) (*Order, error)
 	// DueProducts returns the ids of products with pending orders whose
 	// window ended by now, those due longest first, at most limit.
@@ -111,6 +113,12 @@ type Store interface {
 
 	// Ping reports whether the database answers, for readiness.
 	Ping(ctx context.Context) error
+}
+
+// Payment is one payment of PayOrders: an order, and the user who pays.
+type Payment struct {
+	OrderID int64
+	UserID  string
 }
 
 // BuyersOf is a product and the users whose orders for it a read looks up.
