@@ -27,11 +27,11 @@
 //     replica at once, by construction: there is no cache to invalidate,
 //     hence none is kept. (The buyers of a product who wait for a read
 //     share one, which starts after each of them arrived: reads.go.)
-//     Likewise a user who already has an order gets ErrAlreadyPurchased
-//     here (orders are never deleted, so the answer cannot go stale), and
-//     repeat clicks neither queue for the lock nor move the fence. A buyer
-//     that passes these checks with stale data is caught by step 5, which
-//     checks again under the lock.
+//     Likewise a user who already holds a live order (pending or paid)
+//     gets ErrAlreadyPurchased here, as the database had it after the
+//     request arrived, and repeat clicks neither queue for the lock nor
+//     move the fence. A buyer that passes these checks with stale data is
+//     caught by step 5, which checks again under the lock.
 //  3. Queue behind the product's other buyers in this process; the oldest
 //     leads the product into the next round. The round takes the lock of
 //     every product it serves in one round trip, waiting for none
@@ -92,6 +92,18 @@
 // This is the fencing-token scheme of Kleppmann's "How to do distributed
 // locking": the lock decides who may try, the resource decides whose write
 // counts.
+//
+// # Reservations
+//
+// With Options.PayWindow set, the order a purchase makes is pending: the
+// buyer pays (Pay) or cancels (Cancel) within the window, or every
+// replica's expiry (ExpireDue, RunExpiry) puts the unit back on sale once
+// the window has passed. Each order moves out of pending once, by a
+// conditional update of its row in the transaction that moves its unit. A
+// cancel and an expiry add to the stock, so they run under the product's
+// lock and write only under its fence, as a purchase does; a payment moves
+// a unit from reserved to sold, which no purchase writes back, and takes
+// no lock (life.go, pays.go; docs/reservations.md).
 //
 // # Unfenced modes
 //
