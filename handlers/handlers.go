@@ -65,6 +65,10 @@ type Options struct {
 	// Dashboard serves GET /dashboard and GET /dashboard/data: a page and
 	// the JSON it reads. Default: 404, as for any unknown path.
 	Dashboard Dashboard
+
+	// Idempotency keeps the Idempotency-Key header's promise on purchase,
+	// pay and cancel (idempotency.go).
+	Idempotency Idempotency
 }
 
 // Dashboard is the live sale page: a static HTML page and the data it
@@ -94,6 +98,7 @@ type api struct {
 	metrics   http.Handler
 	requests  RequestObserver
 	dashboard Dashboard
+	keys      Idempotency
 }
 
 // New returns the API's Gin engine. It panics if opts.AdminToken is empty,
@@ -103,9 +108,12 @@ func New(svc Service, opts Options) *gin.Engine {
 		panic("handlers: empty AdminToken")
 	}
 	a := &api{svc: svc, log: opts.Logger, token: opts.AdminToken, metrics: opts.Metrics,
-		requests: opts.Requests, dashboard: opts.Dashboard}
+		requests: opts.Requests, dashboard: opts.Dashboard, keys: opts.Idempotency}
 	if a.log == nil {
 		a.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if a.keys.InFlight <= 0 {
+		a.keys.InFlight = DefaultInFlight
 	}
 	// Release mode: no debug banner or route dump on stdout; our own
 	// middleware logs requests through slog instead.
