@@ -81,6 +81,46 @@ type Dashboard interface {
 	Data(ctx context.Context, since time.Time) (any, error)
 }
 
+// IdempotencyStore keeps the records of idempotency keys where every
+// replica sees them; *store.Store implements it.
+type IdempotencyStore interface {
+	// ClaimKey claims c's key for an attempt of its request, or says what
+	// holds it (seckill.KeyState).
+	ClaimKey(ctx context.Context, c seckill.KeyClaim) (seckill.KeyRecord, error)
+	// CompleteKey records the answer of the attempt that holds k; an
+	// error matching seckill.ErrKeyLost when it no longer does.
+	CompleteKey(ctx context.Context, k seckill.RequestKey, attempt string, r seckill.Reply) error
+	// ReleaseKey gives k back, so that a retry runs the request again; an
+	// error matching seckill.ErrKeyLost when attempt no longer holds it.
+	ReleaseKey(ctx context.Context, k seckill.RequestKey, attempt string) error
+}
+
+// IdempotencyObserver is told what each claim of a key found, to count
+// replays and conflicts.
+type IdempotencyObserver interface {
+	KeyClaimed(state seckill.KeyState)
+}
+
+// Idempotency configures the Idempotency-Key header.
+type Idempotency struct {
+	// Store keeps the keys. Without one, a request with the header is
+	// refused (501): doing it without the promise the client asked for
+	// could do it twice.
+	Store IdempotencyStore
+
+	// InFlight is the longest a request can take: an attempt in flight
+	// for longer is given up for lost (its replica died), and a retry
+	// takes its key over. The request runs with this deadline, so that a
+	// live attempt does not outlast its claim. Default: DefaultInFlight.
+	InFlight time.Duration
+
+	// Observer, when set, is told what each claim found.
+	Observer IdempotencyObserver
+}
+
+// DefaultInFlight is Idempotency.InFlight's default.
+const DefaultInFlight = time.Minute
+
 // MaxBodyBytes is the largest request body accepted (413 above it). The
 // largest valid body is a 200-character name; 64 KiB is generous and still
 // bounds what a client can make the server read.

@@ -25,46 +25,6 @@ import (
 // differently is the same request). Each case, and why, is in
 // docs/reservations.md.
 
-// IdempotencyStore keeps the records of idempotency keys where every
-// replica sees them; *store.Store implements it.
-type IdempotencyStore interface {
-	// ClaimKey claims c's key for an attempt of its request, or says what
-	// holds it (seckill.KeyState).
-	ClaimKey(ctx context.Context, c seckill.KeyClaim) (seckill.KeyRecord, error)
-	// CompleteKey records the answer of the attempt that holds k; an
-	// error matching seckill.ErrKeyLost when it no longer does.
-	CompleteKey(ctx context.Context, k seckill.RequestKey, attempt string, r seckill.Reply) error
-	// ReleaseKey gives k back, so that a retry runs the request again; an
-	// error matching seckill.ErrKeyLost when attempt no longer holds it.
-	ReleaseKey(ctx context.Context, k seckill.RequestKey, attempt string) error
-}
-
-// IdempotencyObserver is told what each claim of a key found, to count
-// replays and conflicts.
-type IdempotencyObserver interface {
-	KeyClaimed(state seckill.KeyState)
-}
-
-// Idempotency configures the Idempotency-Key header.
-type Idempotency struct {
-	// Store keeps the keys. Without one, a request with the header is
-	// refused (501): doing it without the promise the client asked for
-	// could do it twice.
-	Store IdempotencyStore
-
-	// InFlight is the longest a request can take: an attempt in flight
-	// for longer is given up for lost (its replica died), and a retry
-	// takes its key over. The request runs with this deadline, so that a
-	// live attempt does not outlast its claim. Default: DefaultInFlight.
-	InFlight time.Duration
-
-	// Observer, when set, is told what each claim found.
-	Observer IdempotencyObserver
-}
-
-// DefaultInFlight is Idempotency.InFlight's default.
-const DefaultInFlight = time.Minute
-
 // The headers of the protocol.
 const (
 	// IdempotencyKeyHeader carries the client's key.
@@ -132,20 +92,20 @@ func (a *api) once(c *gin.Context, userID string, params, body any, do func()) {
 	case seckill.KeyReplay:
 		replay(c, rec.Reply)
 	default: // KeyClaimed, KeyTakenOver
-		a.attempt(c, k, rec.Attempt, now.Add(a.keys.InFlight), do)
+		a.runClaimed(c, k, rec.Attempt, now.Add(a.keys.InFlight), do)
 	}
 }
 
-// attempt runs do holding k: with its answer held back until it is
+// runClaimed runs do holding k: with its answer held back until it is
 // recorded, so that an answer a client has seen is the one its retries get,
 // and with the in-flight deadline. An answer that says the server failed
 // (5xx: busy, an unknown error, a panic) is not recorded: the key is given
 // back and a retry runs the request again, which is safe, since every
 // request that takes a key is checked by the domain's rules again
 // (one live order per user per product, an order leaves pending once).
-func (a *api) attempt(c *gin.Context, k seckill.RequestKey, attempt string, deadline time.Time, do func()) {
+func (a *api) runClaimed(c *gin.Context, k seckill.RequestKey, attempt string, deadline time.Time, do func()) {
 	out, req := c.Writer, c.Request
-	held := &heldWriter{ResponseWriter: out, status: http.StatusOK}
+	held := &heldWriter{ResponseWriter: out, statusCode: http.StatusOK}
 	ctx, cancel := context.WithDeadline(req.Context(), deadline)
 	defer cancel()
 	c.Writer, c.Request = held, req.WithContext(ctx)
@@ -160,7 +120,7 @@ func (a *api) attempt(c *gin.Context, k seckill.RequestKey, attempt string, dead
 	finished = true
 	c.Writer, c.Request = out, req
 
-	reply := seckill.Reply{Status: held.status, Header: map[string]string{}, Body: held.body.Bytes()}
+	reply := seckill.Reply{Status: held.statusCode, Header: map[string]string{}, Body: held.body.Bytes()}
 	for _, name := range keptHeaders {
 		if v := out.Header().Get(name); v != "" {
 			reply.Header[name] = v
@@ -246,14 +206,14 @@ func fingerprint(method, route string, params, body any) string {
 // the answer is.
 type heldWriter struct {
 	gin.ResponseWriter // the real writer: its header map, and what a handler here never calls
-	status             int
+	statusCode         int
 	body               bytes.Buffer
 	written            bool
 }
 
 func (w *heldWriter) WriteHeader(code int) {
 	if code > 0 && !w.written {
-		w.status = code
+		w.statusCode = code
 	}
 }
 
@@ -269,7 +229,7 @@ func (w *heldWriter) WriteString(s string) (int, error) {
 	return w.body.WriteString(s)
 }
 
-func (w *heldWriter) Status() int   { return w.status }
+func (w *heldWriter) Status() int   { return w.statusCode }
 func (w *heldWriter) Written() bool { return w.written }
 func (w *heldWriter) Flush()        {}
 
