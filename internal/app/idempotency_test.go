@@ -333,3 +333,68 @@ func TestIdempotencyKeysExpire(t *testing.T) {
 		t.Errorf("the expired key on another product: got %d %s, want a first 201", last.status, last.body)
 	}
 }
+
+// A replica frozen between its claim of a key and its answer (here, held
+// inside its purchase, its lease running out) holds the key only for the
+// in-flight limit, the write timeout: after that a retry at another
+// replica takes the key over and runs the purchase, and its answer is the
+// one every later retry gets. The frozen replica, when it wakes, changes
+// nothing: its write is fenced off, and its answer is not recorded. Alice
+// has one order.
+func TestIdempotencyKeyOfAFrozenReplicaIsTakenOver(t *testing.T) {
+	c := newCluster(t)
+	quick := func(cfg *app.Config) {
+		cfg.WriteTimeout = time.Second // the in-flight limit
+		cfg.LockWait = 200 * time.Millisecond
+		cfg.LockTTL, cfg.LockRenew = 300*time.Millisecond, false
+	}
+	inside, wake := make(chan struct{}), make(chan struct{})
+	var frozen, woken sync.Once
+	frozenSrv := c.replica(func(cfg *app.Config) {
+		quick(cfg)
+		cfg.Chaos = func(context.Context, []int64) { frozen.Do(func() { close(inside); <-wake }) }
+	})
+	other := c.replica(quick)
+	a, b := serveHTTP(t, frozenSrv), serveHTTP(t, other)
+	t.Cleanup(func() { woken.Do(func() { close(wake) }) }) // before the servers shut down
+	id := createProduct(t, other.Handler(), 3)
+	url := fmt.Sprintf("/api/v1/products/%d/purchase", id)
+
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := send("POST", a+url, user("alice"), "k") // cut off by the write timeout
+		firstDone <- err
+	}()
+	<-inside
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var retry answer
+	err := poll.Until(ctx, 20*time.Millisecond, func() (bool, error) {
+		var err error
+		retry, err = send("POST", b+url, user("alice"), "k")
+		return err == nil && retry.status != http.StatusConflict, err
+	})
+	if err != nil {
+		t.Fatalf("the key was not taken over: %v; last answer %d %s", err, retry.status, retry.body)
+	}
+	wantStatus(t, "the retry that took the key over", retry, http.StatusCreated, "")
+	if retry.replayed() {
+		t.Error("the takeover's answer is marked as a replay")
+	}
+	woken.Do(func() { close(wake) })
+	<-firstDone
+	// The frozen replica's purchase has failed once it counts an answer:
+	// its write was fenced off, or its deadline had passed.
+	poll.Eventually(t, 10*time.Second, "the frozen replica's answer", func() bool {
+		m, err := send("GET", a+"/metrics", "", "")
+		return err == nil && strings.Contains(m.body, `route="/api/v1/products/:id/purchase",status="5`)
+	})
+	sameAs(t, "a retry after the frozen replica woke", must(t, "POST", a+url, user("alice"), "k"), retry)
+	orders := allOrders(t, other.Handler(), id)
+	if len(orders) != 1 || orders[0].UserID != "alice" {
+		t.Errorf("orders: got %+v, want alice's one", orders)
+	}
+	if m := must(t, "GET", b+"/metrics", "", ""); !strings.Contains(m.body, `seckill_idempotency_claims_total{result="taken_over"} 1`) {
+		t.Error("replica b did not count the takeover")
+	}
+}
