@@ -24,6 +24,9 @@ const (
 	codeOrderCancelled   = "order_cancelled"
 	codeOrderExpired     = "order_expired"
 	codeBusy             = "busy"
+	codeKeyReused        = "idempotency_key_reused"
+	codeInProgress       = "request_in_progress"
+	codeKeysUnsupported  = "idempotency_unsupported"
 	codeNotReady         = "not_ready"
 	codeInternal         = "internal_error"
 )

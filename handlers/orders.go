@@ -26,12 +26,14 @@ func (a *api) purchase(c *gin.Context) {
 		a.fail(c, required("user_id"))
 		return
 	}
-	o, err := a.svc.Purchase(c.Request.Context(), id, *req.UserID)
-	if err != nil {
-		a.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusCreated, gin.H{"order": toOrderJSON(o)})
+	a.once(c, *req.UserID, id, req, func() {
+		o, err := a.svc.Purchase(c.Request.Context(), id, *req.UserID)
+		if err != nil {
+			a.fail(c, err)
+			return
+		}
+		c.JSON(http.StatusCreated, gin.H{"order": toOrderJSON(o)})
+	})
 }
 
 // listOrders: GET /api/v1/products/:id/orders?limit=&after= (or the
@@ -114,10 +116,12 @@ func (a *api) moveOrder(c *gin.Context, move func(ctx context.Context, orderID i
 		a.fail(c, required("user_id"))
 		return
 	}
-	o, err := move(c.Request.Context(), id, *req.UserID)
-	if err != nil {
-		a.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"order": toOrderJSON(o)})
+	a.once(c, *req.UserID, id, req, func() {
+		o, err := move(c.Request.Context(), id, *req.UserID)
+		if err != nil {
+			a.fail(c, err)
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"order": toOrderJSON(o)})
+	})
 }

@@ -227,7 +227,7 @@ func gormConfig() *gorm.Config {
 // fills a sold column it has just added.
 func migrateTx(tx *gorm.DB) error {
 	hadSold := tx.Migrator().HasTable(&productRow{}) && tx.Migrator().HasColumn(&productRow{}, "Sold")
-	if err := tx.AutoMigrate(&productRow{}, &orderRow{}, &metaRow{}); err != nil {
+	if err := tx.AutoMigrate(&productRow{}, &orderRow{}, &metaRow{}, &keyRow{}); err != nil {
 		return err
 	}
 	for _, stmt := range orderIndexes {

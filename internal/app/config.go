@@ -169,6 +169,12 @@ type Config struct {
 	PayWindow      time.Duration
 	ExpireInterval time.Duration
 
+	// IdempotencyTTL is how long the record of an Idempotency-Key is kept
+	// from its first use: a retry with the key within it gets the first
+	// answer. At least PayWindow, so that a buyer who lost the answer to a
+	// purchase can learn it for as long as the order can be paid.
+	IdempotencyTTL time.Duration
+
 	// ChaosExpiryPause makes an expiry sleep this long inside its critical
 	// section, before its write; ExpiryChaos, when set, is called instead
 	// (tests; no flag).
@@ -209,6 +215,13 @@ func (c Config) ExpiryEvery() time.Duration {
 		return time.Second
 	}
 	return min(max(c.PayWindow/10, 50*time.Millisecond), time.Second)
+}
+
+// KeySweepEvery is how often each replica deletes expired idempotency
+// keys: a tenth of IdempotencyTTL, from 100 ms to a minute. A key is kept
+// at least IdempotencyTTL and gone within about this long after.
+func (c Config) KeySweepEvery() time.Duration {
+	return min(max(c.IdempotencyTTL/10, 100*time.Millisecond), time.Minute)
 }
 
 // writeTimeoutMargin is what a derived write timeout allows beyond the
@@ -271,6 +284,7 @@ func DefaultConfig() Config {
 		BatchMax:        DefaultBatchMax,
 		QueueMax:        DefaultQueueMax,
 		ChaosProb:       1,
+		IdempotencyTTL:  24 * time.Hour,
 		LogLevel:        slog.LevelInfo,
 		ShutdownTimeout: 15 * time.Second,
 		ReadTimeout:     10 * time.Second,
@@ -311,6 +325,11 @@ func (c Config) Validate() error {
 	}
 	if c.PayWindow < 0 || c.ExpireInterval < 0 {
 		errs = append(errs, fmt.Errorf("pay window %v, expire interval %v: must not be negative", c.PayWindow, c.ExpireInterval))
+	}
+	if c.IdempotencyTTL <= 0 {
+		errs = append(errs, fmt.Errorf("idempotency TTL %v: must be positive", c.IdempotencyTTL))
+	} else if c.IdempotencyTTL < c.PayWindow {
+		errs = append(errs, fmt.Errorf("idempotency TTL %v: must be at least the pay window, %v, so that a buyer who retries a purchase gets its answer for as long as its order can be paid", c.IdempotencyTTL, c.PayWindow))
 	}
 	if _, err := seckill.ParseUnsafeExpiry(c.UnsafeExpiry); err != nil {
 		errs = append(errs, err)

@@ -32,7 +32,8 @@ const redisDialTimeout = 3 * time.Second
 type Server struct {
 	cfg     Config
 	writer  *orderWriter     // nil unless Design is redis-counter-async
-	expiry  *expiry          // nil unless Design is lock
+	expiry  *background      // nil unless Design is lock
+	sweep   *background      // deletes expired idempotency keys
 	locked  *seckill.Service // the lock design's service; nil in the other designs
 	log     *slog.Logger
 	store   *store.Store
@@ -86,8 +87,10 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 	if s.locked != nil {
 		// Every replica expires due reservations; with no payment window
 		// there are none, unless an earlier run with one left some.
-		s.expiry = startExpiry(s.locked, cfg.ExpiryEvery())
+		every := cfg.ExpiryEvery()
+		s.expiry = goBackground(func(ctx context.Context) { s.locked.RunExpiry(ctx, every) })
 	}
+	s.sweep = goBackground(func(ctx context.Context) { sweepKeys(ctx, st, cfg, logger) })
 	// The dashboard's timeline is shared through the service's Redis (the
 	// first master under Redlock); the configurations without Redis keep
 	// it per replica. It reads the products through the design, whose
@@ -103,6 +106,13 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 		Metrics:    s.metrics.Handler(),
 		Requests:   s.metrics,
 		Dashboard:  s.dash,
+		Idempotency: handlers.Idempotency{
+			Store: st,
+			// A request cannot take longer than the server lets it
+			// write its answer: an attempt in flight for longer is lost.
+			InFlight: cfg.HTTPWriteTimeout(),
+			Observer: s.metrics,
+		},
 	})
 	s.http = &http.Server{
 		Handler: s.handler,
@@ -252,27 +262,29 @@ func pauseHook(pause time.Duration, prob float64, m *metrics.Metrics) func(ctx c
 	}
 }
 
-// expiry is a replica's running seckill.Service.RunExpiry.
-type expiry struct {
+// background is a goroutine of a replica's own, running until stop: the
+// expiry of reservations, the sweep of idempotency keys.
+type background struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func startExpiry(svc *seckill.Service, every time.Duration) *expiry {
+// goBackground runs run in a new goroutine until stop cancels its context.
+func goBackground(run func(ctx context.Context)) *background {
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &expiry{cancel: cancel, done: make(chan struct{})}
+	b := &background{cancel: cancel, done: make(chan struct{})}
 	go func() {
-		defer close(e.done)
-		svc.RunExpiry(ctx, every)
+		defer close(b.done)
+		run(ctx)
 	}()
-	return e
+	return b
 }
 
-// stop ends the expiry and waits for it: a round under way stops at its
-// next call, and releases the locks it holds.
-func (e *expiry) stop() {
-	e.cancel()
-	<-e.done
+// stop ends the goroutine and waits for it: an expiry round under way
+// stops at its next call, and releases the locks it holds.
+func (b *background) stop() {
+	b.cancel()
+	<-b.done
 }
 
 // Handler is the server's HTTP handler, for tests that call it directly.
@@ -342,6 +354,9 @@ func (s *Server) Close() error {
 		s.dash.Close()
 		if s.expiry != nil {
 			s.expiry.stop()
+		}
+		if s.sweep != nil {
+			s.sweep.stop()
 		}
 		if s.writer != nil {
 			errs = append(errs, s.writer.stop(s.cfg.ShutdownTimeout))

@@ -11,7 +11,7 @@
 //     from the database, orders taken and not yet written, orders a
 //     writer wrote or took over;
 //   - RequestDone, for the HTTP API's middleware: requests by route and
-//     status.
+//     status; KeyClaimed, for its idempotency keys: replays and conflicts.
 //
 // Every Metrics has a registry of its own, not the library's global one:
 // several replicas run in one process (the demo, the tests), and each must
@@ -85,6 +85,8 @@ type Metrics struct {
 	ordersWritten prometheus.Counter
 	ordersClaimed prometheus.Counter
 
+	keyClaims *prometheus.CounterVec // by result
+
 	httpRequests *prometheus.CounterVec   // by method, route, status
 	httpSeconds  *prometheus.HistogramVec // by method, route
 }
@@ -131,6 +133,10 @@ func New() *Metrics {
 	m.ordersClaimed = m.counter("seckill_orders_claimed_total",
 		"Queued orders this replica's writer took over from a writer that had not written them (redis-counter-async).")
 
+	m.keyClaims = m.counterVec("seckill_idempotency_claims_total",
+		"Requests with an Idempotency-Key, by what the claim of the key found: claimed (new), taken_over (from an attempt lost in flight), replay (answered again), in_flight (409 request_in_progress), reused (422 idempotency_key_reused).",
+		"result")
+
 	m.httpRequests = m.counterVec("seckill_http_requests_total",
 		`HTTP requests by method, route (the route's pattern, such as /api/v1/products/:id/purchase; "unmatched" for unknown paths) and status.`,
 		"method", "route", "status")
@@ -143,6 +149,9 @@ func New() *Metrics {
 	}
 	for _, st := range []seckill.OrderState{seckill.OrderPaid, seckill.OrderCancelled, seckill.OrderExpired} {
 		m.ordersClosed.WithLabelValues(string(st))
+	}
+	for _, st := range seckill.KeyStates {
+		m.keyClaims.WithLabelValues(st.String())
 	}
 	m.fenceRejections.WithLabelValues(string(seckill.FenceClaim))
 	m.fenceRejections.WithLabelValues(string(seckill.FenceWrite))
@@ -249,6 +258,12 @@ func (m *Metrics) OrdersWritten(n int) { m.ordersWritten.Add(float64(n)) }
 
 // OrdersClaimed counts orders a writer took over (seckill.CounterRecorder).
 func (m *Metrics) OrdersClaimed(n int) { m.ordersClaimed.Add(float64(n)) }
+
+// KeyClaimed counts a claim of an idempotency key by what it found
+// (handlers.IdempotencyObserver).
+func (m *Metrics) KeyClaimed(state seckill.KeyState) {
+	m.keyClaims.WithLabelValues(state.String()).Inc()
+}
 
 // RequestDone counts an HTTP request (handlers.RequestObserver). route is
 // the route's pattern, "" when no route matched: labelling by pattern, not
