@@ -138,8 +138,9 @@ type ProductReport struct {
 	Oversold, Undersold bool
 }
 
-// S is the product's stock to sell: its stock and sold before the sale.
-func (p ProductReport) S() int64 { return p.Before.Stock + p.Before.Sold }
+// S is the product's stock to sell: its stock, reserved and sold before
+// the sale.
+func (p ProductReport) S() int64 { return supply(p.Before) }
 
 // judgeProducts checks every product on its own and returns the
 // per-product reports, by index, and the sale's invariants: each the worst
@@ -240,11 +241,15 @@ func mergeInvariants(reports []ProductReport, total Observed) []Invariant {
 func livenessSummary(reports []ProductReport) string {
 	var sold, less, other int
 	for _, r := range reports {
-		inv := r.Invariants[len(r.Invariants)-1]
+		i := slices.IndexFunc(r.Invariants, func(inv Invariant) bool { return !inv.Safety })
+		if i < 0 {
+			continue
+		}
+		inv := r.Invariants[i]
 		switch {
 		case inv.Status == Pass:
 			sold++
-		case inv.Status == Skip && r.Demand <= int(r.Before.Stock) && r.Restocks == 0:
+		case inv.Status == Skip && int64(r.Demand) <= r.S() && r.Restocks == 0:
 			less++
 		default:
 			other++
