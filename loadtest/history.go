@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -225,6 +226,69 @@ func (h *history) restock(productID int64, target string, call, ret time.Time, s
 		op.Result = ResultAmbiguous
 		if noOp(apiErr.Status, apiErr.Code, "") {
 			op.Result = ResultNoOp
+		}
+	default:
+		op.Error = err.Error()
+		op.Result = ResultAmbiguous
+		if notSent(err) {
+			op.Result = ResultNoOp
+		}
+	}
+	h.add(op)
+	return op.Result
+}
+
+// move records one payment or cancel (kind) of order o by its buyer,
+// answered or failed with err, and returns what the check makes of it:
+// a definite answer for 200 and the 409s of an order that cannot move, a
+// no-op as noOp says, ambiguous otherwise.
+func (h *history) move(kind OpKind, o Order, target string, call, ret time.Time, err error) OpResult {
+	op := Op{Kind: kind, Product: o.ProductID, Target: target, User: o.UserID, Order: o.ID, Due: h.due(o),
+		Call: h.since(call), Return: h.since(ret)}
+	var apiErr *APIError
+	switch {
+	case err == nil:
+		op.Status, op.Result = http.StatusOK, ResultOK
+	case errors.As(err, &apiErr):
+		op.Status, op.Code = apiErr.Status, apiErr.Code
+		switch {
+		case apiErr.Status == http.StatusConflict && slices.Contains([]string{codeOrderPaid, codeOrderCancelled, codeOrderExpired}, apiErr.Code):
+			op.Result = ResultOK
+		case noOp(apiErr.Status, apiErr.Code, ""):
+			op.Result = ResultNoOp
+		default:
+			op.Result = ResultAmbiguous
+		}
+	default:
+		op.Error = err.Error()
+		op.Result = ResultAmbiguous
+		if notSent(err) {
+			op.Result = ResultNoOp
+		}
+	}
+	h.add(op)
+	return op.Result
+}
+
+// purchase records one purchase made outside the attack (the close-out's)
+// by user, which answered o or failed with err, and returns what the
+// check makes of it, as result does for the attack's.
+func (h *history) purchase(productID int64, user, target string, call, ret time.Time, o Order, err error) OpResult {
+	op := Op{Kind: OpPurchase, Product: productID, Target: target, User: user, Call: h.since(call), Return: h.since(ret)}
+	var apiErr *APIError
+	switch {
+	case err == nil:
+		op.Status, op.Result = http.StatusCreated, ResultOK
+		op.Order, op.Due = o.ID, h.due(o)
+	case errors.As(err, &apiErr):
+		op.Status, op.Code = apiErr.Status, apiErr.Code
+		switch {
+		case apiErr.Status == http.StatusConflict && (apiErr.Code == codeSoldOut || apiErr.Code == codeAlreadyPurchased):
+			op.Result = ResultOK
+		case noOp(apiErr.Status, apiErr.Code, ""):
+			op.Result = ResultNoOp
+		default:
+			op.Result = ResultAmbiguous
 		}
 	default:
 		op.Error = err.Error()

@@ -67,10 +67,11 @@ type Observed struct {
 
 // Move is a payment or a cancel of an order, as the load test saw it.
 type Move struct {
-	Kind   OpKind // OpPay or OpCancel
-	Order  int64
-	Status int    // 200, or the 409's
-	Code   string // the 409's error code
+	Kind    OpKind // OpPay or OpCancel
+	Product int64
+	Order   int64
+	Status  int    // 200, or the 409's
+	Code    string // the 409's error code
 	// Call is when it was sent, and Due its order's expires_at as its
 	// purchase's 201 answered it: the service's clock, which the load
 	// test shares (one host).

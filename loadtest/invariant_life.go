@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -12,26 +13,32 @@ import (
 // listed after the sale and the payments and cancels the load test saw.
 
 // orderLife is what the invariants of an order's life read: the orders by
-// id, and the definite payments and cancels of each.
+// product and id, and the definite payments and cancels of each.
 type orderLife struct {
 	o      Observed
-	orders map[int64]Order
-	moves  map[int64][]Move // by order, as sent
-	ids    []int64          // orders with moves, sorted
+	orders map[orderID]Order
+	moves  map[orderID][]Move // by order, as sent
+	ids    []orderID          // orders with moves, sorted
 }
 
+// orderID names an order: its product and its id.
+type orderID struct{ product, id int64 }
+
+func (k orderID) String() string { return strconv.FormatInt(k.id, 10) }
+
 func newOrderLife(o Observed) orderLife {
-	l := orderLife{o: o, orders: make(map[int64]Order, len(o.Orders)), moves: map[int64][]Move{}}
+	l := orderLife{o: o, orders: make(map[orderID]Order, len(o.Orders)), moves: map[orderID][]Move{}}
 	for _, ord := range o.Orders {
-		l.orders[ord.ID] = ord
+		l.orders[orderID{ord.ProductID, ord.ID}] = ord
 	}
 	for _, m := range o.Moves {
-		if _, ok := l.moves[m.Order]; !ok {
-			l.ids = append(l.ids, m.Order)
+		k := orderID{m.Product, m.Order}
+		if _, ok := l.moves[k]; !ok {
+			l.ids = append(l.ids, k)
 		}
-		l.moves[m.Order] = append(l.moves[m.Order], m)
+		l.moves[k] = append(l.moves[k], m)
 	}
-	slices.Sort(l.ids)
+	slices.SortFunc(l.ids, func(a, b orderID) int { return cmp.Or(cmp.Compare(a.product, b.product), cmp.Compare(a.id, b.id)) })
 	return l
 }
 
@@ -95,12 +102,12 @@ func (l orderLife) once() Invariant {
 		ord, listed := l.orders[id]
 		switch {
 		case len(ok) > 1:
-			bad.add("order %d was answered 200 to %d moves (%s)", id, len(ok), kinds(ok))
+			bad.add("order %v was answered 200 to %d moves (%s)", id, len(ok), kinds(ok))
 		case len(ok) == 1 && !listed:
-			bad.add("order %d was answered 200 to a %s, and is not listed", id, ok[0].Kind)
+			bad.add("order %v was answered 200 to a %s, and is not listed", id, ok[0].Kind)
 		case len(ok) == 1 && ord.State != stateOf(ok[0].Kind) && !(ok[0].Kind == OpPay && ord.State == StateExpired):
 			// A paid order that expired is invariant 8's.
-			bad.add("order %d was answered 200 to a %s, and ended %s", id, ok[0].Kind, ord.State)
+			bad.add("order %v was answered 200 to a %s, and ended %s", id, ok[0].Kind, ord.State)
 		}
 	}
 	looked := fmt.Sprintf("orders %d: %d pending, %d paid, %d cancelled, %d expired; payments and cancels answered 200: %d",
@@ -129,7 +136,7 @@ func (l orderLife) paidExpired() Invariant {
 			}
 			paid++
 			if ord := l.orders[id]; ord.State == StateExpired {
-				bad.add("order %d was answered 200 to its payment at %s, and ended expired", id, clock(m.Call))
+				bad.add("order %v was answered 200 to its payment at %s, and ended expired", id, clock(m.Call))
 			}
 		}
 	}
@@ -153,7 +160,7 @@ func (l orderLife) payLate() Invariant {
 			case m.ok():
 				paid++
 				if !m.Due.IsZero() && m.Call.After(m.Due.Add(dueSlack)) {
-					bad.add("order %d: a payment sent %v after its window ended was answered 200", id, round(m.Call.Sub(m.Due)))
+					bad.add("order %v: a payment sent %v after its window ended was answered 200", id, round(m.Call.Sub(m.Due)))
 				}
 			}
 		}

@@ -40,7 +40,7 @@ func reservingSale() Observed {
 	}
 	move := func(kind OpKind, id int64, call, status int, code string) {
 		ord := o.Orders[id-1]
-		o.Moves = append(o.Moves, Move{Kind: kind, Order: id, Status: status, Code: code, Call: at(call), Due: ord.ExpiresAt})
+		o.Moves = append(o.Moves, Move{Kind: kind, Product: 1, Order: id, Status: status, Code: code, Call: at(call), Due: ord.ExpiresAt})
 	}
 	for u := range 6 {
 		id := add(u, 10, StatePaid, 50)
@@ -83,7 +83,7 @@ func TestCheckReservations(t *testing.T) {
 				o := reservingSale()
 				ord := order(&o, 13)
 				ord.State, ord.ClosedAt = StatePaid, ord.CreatedAt.Add(ms(5))
-				o.Moves = append(o.Moves, Move{Kind: OpPay, Order: 13, Status: 200, Call: ord.CreatedAt, Due: ord.ExpiresAt})
+				o.Moves = append(o.Moves, Move{Kind: OpPay, Product: 1, Order: 13, Status: 200, Call: ord.CreatedAt, Due: ord.ExpiresAt})
 				addOrder(&o, "lt-1-13") // a close-out buyer took the last unit
 				order(&o, 15).State = StatePaid
 				o.After = Product{ID: 1, Stock: 0, Reserved: 0, Sold: 10}
@@ -122,7 +122,7 @@ func TestCheckReservations(t *testing.T) {
 			observed: func() Observed {
 				o := reservingSale()
 				ord := order(&o, 13)
-				o.Moves = append(o.Moves, Move{Kind: OpPay, Order: 13, Status: 200, Call: ord.ExpiresAt.Add(ms(20)), Due: ord.ExpiresAt})
+				o.Moves = append(o.Moves, Move{Kind: OpPay, Product: 1, Order: 13, Status: 200, Call: ord.ExpiresAt.Add(ms(20)), Due: ord.ExpiresAt})
 				o.Listed = ord.ExpiresAt.Add(ms(40))
 				ord.State, ord.ClosedAt = StatePaid, ord.ExpiresAt.Add(ms(21))
 				o.After.Reserved--
@@ -164,7 +164,7 @@ func TestCheckReservations(t *testing.T) {
 			name: "an order paid and cancelled",
 			observed: func() Observed {
 				o := reservingSale()
-				o.Moves = append(o.Moves, Move{Kind: OpCancel, Order: 1, Status: 200, Call: order(&o, 1).CreatedAt})
+				o.Moves = append(o.Moves, Move{Kind: OpCancel, Product: 1, Order: 1, Status: 200, Call: order(&o, 1).CreatedAt})
 				return o
 			},
 			want:   map[int]Status{6: Skip, 7: Fail},

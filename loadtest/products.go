@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -148,26 +149,44 @@ func (p ProductReport) S() int64 { return supply(p.Before) }
 // failed it, or the totals when none did.
 func judgeProducts(before []Product, snaps []snapshotResult, prefix string, t *tally, b *buyers, side *beside, endedNormally bool) ([]ProductReport, []Invariant) {
 	demand := b.demandOf()
+	life := side.life
+	reserving := life.reserving || slices.ContainsFunc(snaps, func(s snapshotResult) bool {
+		return slices.ContainsFunc(s.orders, func(o Order) bool { return !o.ExpiresAt.IsZero() })
+	})
 	reports := make([]ProductReport, len(before))
 	for i, p := range before {
 		pt := t.product(p.ID)
 		rs := side.of(p.ID)
+		created, byUser, unknown := pt.created, pt.createdByUser, pt.unknown
+		co := life.closing[p.ID]
+		if co != nil {
+			created, unknown = created+co.created, unknown+co.unknown
+			byUser = maps.Clone(byUser)
+			for u, n := range co.createdByUser {
+				byUser[u] += n
+			}
+		}
 		inv := Check(Observed{
 			Before:        p,
 			After:         snaps[i].after,
 			Orders:        snaps[i].orders,
 			UserPrefix:    prefix,
-			Created:       pt.created,
-			CreatedByUser: pt.createdByUser,
-			Unknown:       pt.unknown,
+			Created:       created,
+			CreatedByUser: byUser,
+			Unknown:       unknown,
 			Demand:        demand[i],
 			EndedNormally: endedNormally,
 			Restocked:     rs.last,
 			Restocks:      rs.sent,
 			StockUnknown:  !rs.known,
+			Reserving:     reserving,
+			Moves:         life.moves[p.ID],
+			Listed:        snaps[i].listed,
+			Lag:           life.cfg.Lag,
+			Finished:      co != nil || life.cfg.allPaid(),
 		})
 		r := ProductReport{ID: p.ID, Index: i, Before: p, After: snaps[i].after, Demand: demand[i],
-			Requests: pt.requests, Created: pt.created, Orders: runOrders(snaps[i].orders, prefix),
+			Requests: pt.requests, Created: created, Orders: runOrders(snaps[i].orders, prefix),
 			LastPurchase: pt.lastCreated, SoldOutAt: pt.soldOutAt(), PurchaseLatency: summarize(pt.purchases),
 			Restocks: rs.sent, Invariants: inv, Oversold: Oversold(inv)}
 		r.Undersold = slices.ContainsFunc(inv, func(x Invariant) bool { return !x.Safety && x.Status == Warn })
@@ -176,18 +195,34 @@ func judgeProducts(before []Product, snaps []snapshotResult, prefix string, t *t
 	if len(reports) == 1 {
 		return reports, reports[0].Invariants
 	}
-	total := Observed{UserPrefix: prefix, Unknown: t.unknown, CreatedByUser: t.createdByUser, EndedNormally: endedNormally,
-		Restocks: side.restocksSent()}
+	total := Observed{UserPrefix: prefix, Unknown: t.unknown, CreatedByUser: maps.Clone(t.createdByUser), EndedNormally: endedNormally,
+		Restocks: side.restocksSent(), Reserving: reserving, Lag: life.cfg.Lag}
 	for i, r := range reports {
-		total.Before.Stock += r.Before.Stock
-		total.Before.Sold += r.Before.Sold
-		total.After.Stock += r.After.Stock
-		total.After.Sold += r.After.Sold
+		total.Before = addProducts(total.Before, r.Before)
+		total.After = addProducts(total.After, r.After)
 		total.Orders = append(total.Orders, snaps[i].orders...)
+		total.Moves = append(total.Moves, life.moves[r.ID]...)
+		if snaps[i].listed.After(total.Listed) {
+			total.Listed = snaps[i].listed
+		}
 		total.Created += r.Created
 		total.Demand += r.Demand
+		if co := life.closing[r.ID]; co != nil {
+			total.Unknown += co.unknown
+			for u, n := range co.createdByUser {
+				total.CreatedByUser[u] += n
+			}
+		}
 	}
 	return reports, mergeInvariants(reports, total)
+}
+
+// addProducts adds b's stock, reserved and sold to a's.
+func addProducts(a, b Product) Product {
+	a.Stock += b.Stock
+	a.Reserved += b.Reserved
+	a.Sold += b.Sold
+	return a
 }
 
 // mergeInvariants folds the products' invariants into the sale's: for

@@ -47,7 +47,7 @@ func (p *linProduct) quickAnomaly() string {
 				return start + "a restock answered a state it did not set: " + op.describe()
 			}
 		case op.Kind == OpExpire && op.Return < op.Call:
-			return start + "an order expired before its window ended: " + op.describe()
+			return start + p.closedBeforeDue(i)
 		case op.Kind == OpPurchase && op.Result == ResultOK && op.Status == http.StatusCreated:
 			created = append(created, i)
 			if j, ok := byUser[op.User]; ok && !p.idx.reserve {
@@ -129,4 +129,19 @@ func (p *linProduct) badSum(s0 int64, restocks []int) (int, string) {
 		}
 	}
 	return -1, ""
+}
+
+// closedBeforeDue says why expiry i closed before its window ended: it
+// took effect early, or one of its orders had closed before, answered
+// 200 to a payment or a cancel whose closed_at it kept, and expired all
+// the same.
+func (p *linProduct) closedBeforeDue(i int) string {
+	exp := p.ops[i]
+	for _, op := range p.ops {
+		if (op.Kind == OpPay || op.Kind == OpCancel) && op.Result == ResultOK && op.Status == http.StatusOK && slices.Contains(exp.Orders, op.Order) {
+			return fmt.Sprintf("an order left pending twice: %s, and it expired as well, keeping the closed_at of the first move: %s",
+				op.describe(), exp.describe())
+		}
+	}
+	return "an order expired before its window ended: " + exp.describe()
 }

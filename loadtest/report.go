@@ -5,6 +5,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -86,6 +87,11 @@ type Report struct {
 	Linearizability Linearizability
 	// History is the file the history was written to, if any.
 	History string
+
+	// Reservations is what the orders came to when they had a payment
+	// window: the buyers' moves, the orders by state, the expiry's lag,
+	// and the orders over time; nil without a window.
+	Reservations *Reservations
 }
 
 // OK is the verdict: no oversell and a linearizable history (or the check
@@ -128,12 +134,17 @@ func (r Report) Verdict() string {
 // WriteText writes the report for a person.
 func (r Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	s := r.Before.Stock + r.Before.Sold
+	s := supply(r.Before)
 	fmt.Fprintf(&b, "\nSale of %s (S = %d) on %s", r.SaleName(), s, strings.Join(r.Targets, ", "))
 	if r.Stopped != "" {
 		fmt.Fprintf(&b, ", stopped early: %s", r.Stopped)
 	}
-	fmt.Fprintf(&b, "\n  load: %s\n  orders %d (by this run %d), stock left %d\n", r.Shape, r.After.Sold, r.RunOrders, r.After.Stock)
+	fmt.Fprintf(&b, "\n  load: %s\n", r.Shape)
+	if r.Reservations != nil {
+		fmt.Fprintf(&b, "  sold %d, reserved %d, available %d; orders %d (by this run %d)\n", r.After.Sold, r.After.Reserved, r.After.Stock, r.Reservations.Total(), r.RunOrders)
+	} else {
+		fmt.Fprintf(&b, "  orders %d (by this run %d), stock left %d\n", r.After.Sold, r.RunOrders, r.After.Stock)
+	}
 	if len(r.Products) > 1 {
 		writeHottest(&b, r)
 	}
@@ -144,9 +155,14 @@ func (r Report) WriteText(w io.Writer) error {
 		if !inv.Safety {
 			kind = "liveness"
 		}
-		fmt.Fprintf(&b, "  %-4s (%d) %-36s %-8s %s\n", inv.Status, inv.Number, inv.Name, kind, inv.Detail)
+		// Two-digit numbers take one column of the name's.
+		width := 37 - len(strconv.Itoa(inv.Number))
+		fmt.Fprintf(&b, "  %-4s (%d) %-*s %-8s %s\n", inv.Status, inv.Number, width, inv.Name, kind, inv.Detail)
 	}
 	writeLinearizability(&b, r)
+	if r.Reservations != nil {
+		r.Reservations.writeText(&b)
+	}
 
 	fmt.Fprintf(&b, "\nOutcomes of %d requests (%d repeat buyers)", r.Requests, r.Repeats)
 	if r.Reads > 0 || r.Restocks > 0 || r.Mix.restocks() {
@@ -223,7 +239,7 @@ type ProductGroup struct {
 }
 
 // S is the group's stock to sell.
-func (g ProductGroup) S() int64 { return g.Before.Stock + g.Before.Sold }
+func (g ProductGroup) S() int64 { return supply(g.Before) }
 
 // Hottest is the HottestShown most demanded products, and the others
 // added up: the lines a report shows of a sale of many products.
@@ -238,10 +254,8 @@ func (r Report) Hottest() (top []ProductReport, rest ProductGroup) {
 			continue
 		}
 		rest.Count++
-		rest.Before.Stock += p.Before.Stock
-		rest.Before.Sold += p.Before.Sold
-		rest.After.Stock += p.After.Stock
-		rest.After.Sold += p.After.Sold
+		rest.Before = addProducts(rest.Before, p.Before)
+		rest.After = addProducts(rest.After, p.After)
 		rest.Demand += p.Demand
 		rest.Requests += p.Requests
 		rest.Created += p.Created
