@@ -302,9 +302,11 @@ func (l *lives) waitExpiry(products []Product, w io.Writer) {
 	case reserved > 0:
 		l.waited = fmt.Sprintf("%d unit(s) still reserved %v after the last window ended, past the lag's bound (%v)",
 			reserved, round(time.Since(l.lastDue)), l.cfg.Lag)
-	default:
+	case time.Now().After(l.lastDue):
 		l.waited = fmt.Sprintf("nothing reserved %v after the last window ended (waited %v)",
-			round(max(0, time.Since(l.lastDue))), round(time.Since(start)))
+			round(time.Since(l.lastDue)), round(time.Since(start)))
+	default:
+		l.waited = fmt.Sprintf("nothing reserved, every order paid or closed before the last window ended (waited %v)", round(time.Since(start)))
 	}
 	fmt.Fprintf(w, "loadtest: after the sale, %s\n", l.waited)
 }

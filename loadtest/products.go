@@ -290,7 +290,12 @@ func livenessSummary(reports []ProductReport) string {
 			other++
 		}
 	}
-	s := fmt.Sprintf("%d products sold out under more demand than stock, %d had less demand than stock", sold, less)
+	what := "sold out under more demand than stock"
+	if slices.ContainsFunc(reports[0].Invariants, func(inv Invariant) bool { return inv.Number > 6 }) {
+		// A sale with a window: units come back, and sold out is not over.
+		what = "sold every unit under more demand than their supply"
+	}
+	s := fmt.Sprintf("%d products %s, %d had less demand than stock", sold, what, less)
 	if other > 0 {
 		s += fmt.Sprintf(", %d not judged (restocked, or the run did not end normally)", other)
 	}
