@@ -99,6 +99,9 @@ func CheckHistory(ops []Op, opts CheckOptions) Linearizability {
 		if h.settled > 0 {
 			settled = fmt.Sprintf(" (%d with no answer but an order after the sale)", h.settled)
 		}
+		if h.expiries > 0 {
+			settled += fmt.Sprintf(" (%d of them expiry rounds rebuilt from the orders listed)", h.expiries)
+		}
 		return fmt.Sprintf("%d operations of %d product(s) checked%s, %d no-ops left out, %d ambiguous left open; in %v",
 			h.definite+h.settled, len(h.products), settled, h.noOps, h.ambiguous, round(res.Elapsed))
 	}
@@ -152,6 +155,7 @@ func (l *Linearizability) visualize(p *linProduct, opts CheckOptions) {
 type linHistory struct {
 	products                            []*linProduct
 	definite, settled, noOps, ambiguous int
+	expiries                            int // of the definite: expiry rounds
 }
 
 // linProduct is one product's operations, in porcupine's form, and the
@@ -272,6 +276,9 @@ func newLinHistory(ops []Op) *linHistory {
 			h.ambiguous++
 		default:
 			h.definite++
+			if op.Kind == OpExpire {
+				h.expiries++
+			}
 		}
 		p := byID[op.Product]
 		if p == nil {

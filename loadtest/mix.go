@@ -342,8 +342,10 @@ func (s *beside) result(r *vegeta.Result) (read bool) {
 		s.reads++
 		return true
 	}
-	if o, ok := createdOrder(r.Body); ok && r.Code == http.StatusCreated && s.life != nil {
-		s.life.reserved(o)
+	if r.Code == http.StatusCreated && s.life != nil {
+		if o, ok := createdOrder(r.Body); ok {
+			s.life.reserved(o)
+		}
 	}
 	return false
 }
