@@ -75,6 +75,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 		return Report{}, fmt.Errorf("%w: history file: %v", ErrInvalidConfig, err)
 	}
 	side := newBeside(cfg, apis, hist, before)
+	side.life = newLives(ctx, cfg.Life, apis, hist, prefix, rand.Uint64())
 
 	total := sum(before)
 	fmt.Fprintf(w, "loadtest: %s (stock %d, sold %d) on %d target(s); %s; at most %d requests; repeat share %.0f%%%s\n",
@@ -85,6 +86,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	}
 	smp := startSampler(ctx, apis[0], before, cfg.SampleInterval, time.Now())
 	t, b, stopped := attack(ctx, cfg, tr, before, prefix, rec, side, progressW)
+	side.life.finish(before, b.demandOf(), stopped == "", w)
 	samples := smp.stop(t.start)
 	recErr := rec.close()
 
@@ -130,6 +132,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	rep := newReport(cfg, products, prefix, t, invariants, stopped)
 	rep.addCharts(t, samples)
 	rep.Reads, rep.Restocks = side.reads, side.restocksSent()
+	rep.Reservations = side.life.report(orders, t.start)
 	rep.Linearizability, rep.History, err = checkRun(cfg, hist, prefix, orders, listed)
 	recErr = errors.Join(recErr, err)
 	if int(requests) != rep.Requests {
@@ -291,10 +294,8 @@ func newReport(cfg Config, products []ProductReport, prefix string, t *tally,
 		rep.Skew = cfg.Skew.orDefault().String()
 	}
 	for _, p := range products {
-		rep.Before.Stock += p.Before.Stock
-		rep.Before.Sold += p.Before.Sold
-		rep.After.Stock += p.After.Stock
-		rep.After.Sold += p.After.Sold
+		rep.Before = addProducts(rep.Before, p.Before)
+		rep.After = addProducts(rep.After, p.After)
 		rep.RunOrders += p.Orders
 		rep.Undersold = rep.Undersold || p.Undersold
 	}

@@ -187,6 +187,9 @@ func saleOnce(ctx context.Context, o options, cfg app.Config, logs *replicaLogs,
 	if s := logs.summary(); s != "" {
 		fmt.Fprintf(stdout, "demo: %s\n", s)
 	}
+	if r := rep.Reservations; r != nil {
+		fmt.Fprintf(stdout, "demo: %s\n", r.LagLine())
+	}
 	if sale.ExpectOversell && !rep.OK() && missing == "" {
 		missing = "no oversell and no violation in a sale of a mode expected to oversell: the race it depends on did not happen"
 	}
@@ -238,7 +241,28 @@ func describeService(cfg app.Config) string {
 	if cfg.ChaosPause > 0 && cfg.ChaosProb > 0 {
 		fmt.Fprintf(&b, "; chaos: holders pause %v with probability %g", cfg.ChaosPause, cfg.ChaosProb)
 	}
+	if cfg.PayWindow > 0 {
+		b.WriteString("; " + describeLife(cfg))
+	}
 	return b.String()
+}
+
+// describeLife says what a purchase reserves and who expires it.
+func describeLife(cfg app.Config) string {
+	s := fmt.Sprintf("payment window %v, each replica expires due orders every %v", cfg.PayWindow, cfg.ExpiryEvery())
+	switch cfg.UnsafeExpiry {
+	case "unlocked":
+		s += ", UNLOCKED (unsafe): units go back outside the lock and the fence"
+	case "unchecked":
+		s += ", UNCHECKED (unsafe): due orders expire whatever their state"
+	}
+	if cfg.ChaosExpiryPause > 0 && cfg.ChaosProb > 0 {
+		s += fmt.Sprintf(", pausing %v between its read and its write", cfg.ChaosExpiryPause)
+	}
+	if cfg.UnsafePayLate {
+		s += "; payments after the window ACCEPTED (unsafe)"
+	}
+	return s
 }
 
 // watchOutput is w, which calls cut when a write fails with EPIPE:

@@ -317,6 +317,10 @@ func TestDemoUsage(t *testing.T) {
 		{[]string{"-batch-max", "0"}, 2, "batch max 0"},
 		{[]string{"-mix", "reads=200%"}, 2, "-mix"},
 		{[]string{"-matrix", "-keep"}, 2, "-keep: the matrix stops each row's replicas"},
+		{[]string{"-unsafe-pay-late"}, 2, "act on reservations: give -window too"},
+		{[]string{"-window", "1s", "-pay", "0.9", "-cancel", "0.2"}, 2, "together at most 1"},
+		{[]string{"-window", "1s", "-unsafe-expiry", "sideways"}, 2, `unsafe expiry "sideways"`},
+		{[]string{"-matrix", "-window", "1s"}, 2, "-matrix chooses these per row; drop -window"},
 	} {
 		r := runDemo(t, context.Background(), nil, nil, tt.args...)
 		if r.code != tt.code || !strings.Contains(r.stderr, tt.want) {
