@@ -51,7 +51,7 @@ func dbLinkSlow(t *testing.T, control bool) {
 	h := &holderSale{c: c, control: control}
 	h.a = c.replica("a", with(env, "DATABASE", u.String(), "CHAOS_PAUSE", "300ms"))
 	h.b = c.replica("b", env)
-	h.stock = int64(pick(150, 400))
+	h.stock = plenty(holderRate)
 	h.id = createProduct(t, h.b, int(h.stock))
 	a, b := h.a, h.b
 	redisAddr := c.redis[0].Addr()

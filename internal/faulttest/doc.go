@@ -183,15 +183,24 @@
 // dead connections roll back what they had not committed, the woken
 // holder's fenced write matches no row once a newer holder has claimed,
 // and without the fence the row locks and transactions do not stop its
-// stale write-back from overselling. Those sales have more items (80
-// instead of 40 for the kill, 150 instead of 60 for the stall and the
-// restart) at the same rate and length: every statement is a round trip to
+// stale write-back from overselling. The kill's sale there has more items
+// (80 instead of 40) at the same rate: every statement is a round trip to
 // another process, buyers queue up into bigger batches on a loaded
-// machine, and one batch could otherwise sell out what was left before the
-// fault could be seen (no write left for the fence to refuse, no sale left
-// to resume).
+// machine, and the victim's one batch before the kill could otherwise
+// sell out what was left, leaving no sale to resume.
+//
+// A scenario's sale lasts as long as its fault's phases, not a time fixed
+// in advance: the sale is paced (a steady rate of buyers), and it ends
+// (loadtest.Config.End) when the fault has done its last phase, which for
+// the scenarios whose sale must complete is its selling out. A slow or
+// loaded machine makes the phases, and so the sale, longer; it does not
+// end the sale before they are done. The sales whose fault must find
+// buyers and stock however long its phases take have more stock than
+// they can sell before the deadline (faultTimeout), which only a real
+// failure reaches.
 //
 // The default is the short form that CI runs within `go test -race ./...`:
-// sales of a few seconds and a few dozen items. FAULTTEST_LONG=1 makes the
-// sales bigger and longer.
+// sales as long as their faults, at rates of a few dozen requests a
+// second. FAULTTEST_LONG=1 makes the sales bigger, and each a soak that
+// lasts 15 s at least, its fault's phases done or not.
 package faulttest

@@ -176,7 +176,7 @@ func redisLinkFault(t *testing.T, f linkFault, control bool) {
 	h := &holderSale{c: c, control: control}
 	h.a = c.replica("a", with(env, "REDIS_ADDR", pa.Addr(), "CHAOS_PAUSE", (3*linkTTL/2).String()))
 	h.b = c.replica("b", env)
-	h.stock = int64(pick(200, 400))
+	h.stock = plenty(holderRate)
 	h.id = createProduct(t, h.b, int(h.stock))
 	a, b := h.a, h.b
 
