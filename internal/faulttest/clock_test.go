@@ -33,12 +33,14 @@ const clockTTL = 5 * time.Second
 // larger (node 1 issues its clock, now ahead), its claim is newer, and
 // a's write is refused by the fence.
 func TestRedlockClockJump(t *testing.T) {
+	t.Parallel()
 	redlockClockJump(t, false)
 }
 
 // Negative control of scenario 10: the same jump with UNSAFE_NO_FENCE=true
 // oversells.
 func TestRedlockClockJumpControlNoFenceOversells(t *testing.T) {
+	t.Parallel()
 	redlockClockJump(t, true)
 }
 

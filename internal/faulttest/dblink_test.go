@@ -24,6 +24,7 @@ import (
 // scenario 5 shows for a slow critical section; there is then nothing for
 // the fence to refuse, and the control could not oversell.
 func TestDatabaseLinkSlowPastLeasePostgres(t *testing.T) {
+	t.Parallel()
 	dbLinkSlow(t, false)
 }
 
@@ -31,6 +32,7 @@ func TestDatabaseLinkSlowPastLeasePostgres(t *testing.T) {
 // UNSAFE_NO_FENCE=true. a's write-back of the stock it read, delayed past
 // b's sales, oversells.
 func TestDatabaseLinkSlowControlNoFenceOversellsPostgres(t *testing.T) {
+	t.Parallel()
 	dbLinkSlow(t, true)
 }
 

@@ -7,18 +7,21 @@
 // TestMain builds the seckill binary once (without -race, so the replicas
 // run at normal speed while the test binary itself may run under the race
 // detector). Each test starts its own redis-server processes
-// (internal/testinfra/redistest) and 2 or 3 `seckill serve` replicas on free
-// 127.0.0.1 ports, sharing one database, each with its own log file; it
-// waits for /readyz by polling. The database is a SQLite file in the
+// (internal/testinfra/redistest) and 2 or 3 `seckill serve` replicas on
+// free 127.0.0.1 ports, sharing one database, each with its own log file;
+// it waits for /readyz by polling. The database is a SQLite file in the
 // test's temp directory or, in the scenarios whose names end in Postgres,
 // a database of the test's own (DATABASE=postgres://...) on one PostgreSQL
-// server that the suite starts (internal/testinfra/pgtest); there the test reads the
-// product through every replica at once before the sale, so that their
-// connections to the server are open when it starts. Every process is stopped by PID when the test ends,
-// pass or fail (SIGCONT first, for one a scenario left stopped); the tail
-// of each replica's log is printed when a test fails. A missing
-// redis-server or PostgreSQL fails the run with a message: a suite that
-// skips itself proves nothing.
+// server that the suite starts (internal/testinfra/pgtest); there the test
+// reads the product through every replica at once before the sale, so
+// that their connections to the server are open when it starts. The
+// binary and that server are all the tests share, so they run in parallel
+// (t.Parallel): most of a scenario is waiting (for a lease to run out, a
+// failover, its sale), and they overlap well. Every process is stopped by
+// PID when the test ends, pass or fail (SIGCONT first, for one a scenario
+// left stopped); the tail of each replica's log is printed when a test
+// fails. A missing redis-server or PostgreSQL fails the run with a
+// message: a suite that skips itself proves nothing.
 //
 // A test binary killed before its clean-up (go test's -timeout, a CI
 // runner, a second Ctrl-C) takes its processes with it: they are started

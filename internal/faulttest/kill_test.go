@@ -19,12 +19,14 @@ import (
 // by Redis itself: the lock's key expires (an expired-key event), which a
 // live holder's key never does, since it is released or renewed.
 func TestKill9ReplicaHoldingLock(t *testing.T) {
+	t.Parallel()
 	killReplica(t, sqlite, false)
 }
 
 // Scenario 1 on PostgreSQL: the killed holder's connections die with it,
 // and their transactions with them; the survivors sell the rest.
 func TestKill9ReplicaHoldingLockPostgres(t *testing.T) {
+	t.Parallel()
 	killReplica(t, postgres, false)
 }
 
@@ -33,6 +35,7 @@ func TestKill9ReplicaHoldingLockPostgres(t *testing.T) {
 // inside every critical section makes the replicas' critical sections
 // overlap for certain, so the lost update does not depend on luck.
 func TestKill9ReplicaControlLocalLockOversells(t *testing.T) {
+	t.Parallel()
 	killReplica(t, sqlite, true)
 }
 

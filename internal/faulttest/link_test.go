@@ -54,6 +54,7 @@ type linkFault struct {
 // partition heals, a's held renewals and release arrive late and find b's
 // lock, which they leave alone.
 func TestRedisLinkPartitionedPastLease(t *testing.T) {
+	t.Parallel()
 	redisLinkFault(t, partition(2*linkTTL), false)
 }
 
@@ -61,6 +62,7 @@ func TestRedisLinkPartitionedPastLease(t *testing.T) {
 // UNSAFE_NO_FENCE=true. a writes back the stock it read before b's sales,
 // and the sale oversells.
 func TestRedisLinkPartitionedControlNoFenceOversells(t *testing.T) {
+	t.Parallel()
 	redisLinkFault(t, partition(2*linkTTL), true)
 }
 
@@ -70,12 +72,14 @@ func TestRedisLinkPartitionedControlNoFenceOversells(t *testing.T) {
 // has run out in Redis and b has taken the lock over. The renewals then
 // find b's lock and fail; a's write is refused by the fence, as in (a).
 func TestRedisLinkLatencyPastLease(t *testing.T) {
+	t.Parallel()
 	redisLinkFault(t, latency(3*linkTTL/2, 2*linkTTL), false)
 }
 
 // Negative control of scenario 9: the same latency with
 // UNSAFE_NO_FENCE=true oversells.
 func TestRedisLinkLatencyControlNoFenceOversells(t *testing.T) {
+	t.Parallel()
 	redisLinkFault(t, latency(3*linkTTL/2, 2*linkTTL), true)
 }
 

@@ -24,6 +24,7 @@ import (
 // counted by the replicas), not for a time, and the sale lasts until the
 // last of them, its selling out, however long the phases take.
 func TestRedlockNodesDownAndBack(t *testing.T) {
+	t.Parallel()
 	redlockNodes(t, false)
 }
 
@@ -33,6 +34,7 @@ func TestRedlockNodesDownAndBack(t *testing.T) {
 // then ignores Redis, so phase 2 has no effect: the control only waits for
 // the kills and restarts, and checks the verdict.
 func TestRedlockControlLocalLockOversells(t *testing.T) {
+	t.Parallel()
 	redlockNodes(t, true)
 }
 

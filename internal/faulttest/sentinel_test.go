@@ -46,6 +46,7 @@ import (
 // has no replica), so the failover forgets no lock. Both are checked. In
 // both runs the fence refuses a's late write, and nothing is oversold.
 func TestSentinelFailoverMidSale(t *testing.T) {
+	t.Parallel()
 	var results []failoverResult
 	for _, wait := range []int{0, 1} {
 		t.Run("LOCK_WAIT_REPLICAS="+strconv.Itoa(wait), func(t *testing.T) {
@@ -64,6 +65,7 @@ func TestSentinelFailoverMidSale(t *testing.T) {
 // UNSAFE_NO_FENCE=true oversells. a read the stock before the cut and
 // writes it back, minus one, after b's sales.
 func TestSentinelFailoverControlNoFenceOversells(t *testing.T) {
+	t.Parallel()
 	sentinelFailover(t, 0, true)
 }
 

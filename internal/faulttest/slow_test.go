@@ -16,6 +16,7 @@ import (
 // one after another. No fault is injected from outside: the slowness is
 // the fault.
 func TestSlowCriticalSectionRenewed(t *testing.T) {
+	t.Parallel()
 	slowCriticalSection(t, false)
 }
 
@@ -25,6 +26,7 @@ func TestSlowCriticalSectionRenewed(t *testing.T) {
 // holder's write is refused by the fence. Lost leases and fence rejections
 // are > 0; the fence still keeps the sale exact.
 func TestSlowCriticalSectionControlNoRenewalLosesLeases(t *testing.T) {
+	t.Parallel()
 	slowCriticalSection(t, true)
 }
 

@@ -27,6 +27,7 @@ import (
 // would block the product for the rest of its lease, which is another
 // effect of a stale snapshot, not the one measured here.
 func TestRedisStaleSnapshotRestartMidSale(t *testing.T) {
+	t.Parallel()
 	staleSnapshot(t, false)
 }
 
@@ -34,6 +35,7 @@ func TestRedisStaleSnapshotRestartMidSale(t *testing.T) {
 // UNSAFE_COUNTER_TOKENS=true (last token + 1) stalls: the fence refuses
 // the purchases after the restart, at least staleSnapshotStall of them.
 func TestRedisStaleSnapshotControlCounterTokensStall(t *testing.T) {
+	t.Parallel()
 	staleSnapshot(t, true)
 }
 

@@ -52,6 +52,7 @@ import (
 // the sentinels on their way to the old master. Without all of that it
 // fails as "fault not injected".
 func TestSentinelSplitBrain(t *testing.T) {
+	t.Parallel()
 	splitBrainScenario(t, false)
 }
 
@@ -59,6 +60,7 @@ func TestSentinelSplitBrain(t *testing.T) {
 // UNSAFE_NO_FENCE=true oversells. a and b each read the stock and write
 // it back, one on each master's lock.
 func TestSentinelSplitBrainControlNoFenceOversells(t *testing.T) {
+	t.Parallel()
 	splitBrainScenario(t, true)
 }
 

@@ -20,12 +20,14 @@ import (
 // rejections must rise by at least two (two products), or the scenario
 // tested one product, not several.
 func TestSIGSTOPHolderOfSeveralProductsPastLeases(t *testing.T) {
+	t.Parallel()
 	stallSeveral(t, false)
 }
 
 // Negative control of scenario 13: the same stall with UNSAFE_NO_FENCE=true.
 // The woken replica's writes go through and oversell.
 func TestSIGSTOPHolderOfSeveralProductsControlNoFenceOversells(t *testing.T) {
+	t.Parallel()
 	stallSeveral(t, true)
 }
 
