@@ -71,7 +71,7 @@ func TestDemoDetectsOversell(t *testing.T) {
 		{"expected", []string{"-expect-oversell"}, 0, "demo: PASS: oversell detected"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := runDemo(t, context.Background(), nil, nil, args(append([]string{"-lock", "none", "-chaos-pause", "10ms"}, tt.extra...)...)...)
+			r := runDemo(t, context.Background(), nil, nil, smallArgs(append([]string{"-lock", "none", "-chaos-pause", "10ms"}, tt.extra...)...)...)
 			if r.code != tt.code {
 				t.Errorf("exit status: got %d, want %d", r.code, tt.code)
 			}
@@ -89,22 +89,25 @@ func TestDemoDetectsOversell(t *testing.T) {
 // than the lease) must show it: lost leases. When it does not (here a
 // pause so unlikely that no holder takes it), the sale runs again on fresh
 // replicas, 3 sales in all, and then the demo says "fault not injected"
-// and fails, even though nothing was oversold.
+// and fails, even though nothing was oversold. That sale's lease is long
+// (10 s): with a short one, a critical section slowed past it by a loaded
+// machine would lose a lease without the pause.
 func TestDemoLeaseExpiryShowsItsFault(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
-	fault := []string{"-buyers", "40", "-stock", "5", "-lock-renew=false", "-lock-ttl", "200ms", "-chaos-pause", "300ms"}
+	fault := []string{"-buyers", "40", "-stock", "5", "-lock-renew=false"}
 	for _, tt := range []struct {
-		prob string
-		code int
-		want string
+		prob, ttl, pause string
+		code             int
+		want             string
 	}{
-		{"1", 0, "demo: PASS"},
-		{"1e-12", 1, "demo: FAULT NOT INJECTED in 3 sales: holders pause 300ms with probability 1e-12, past the 200ms lease with renewal off, yet no lease was lost"},
+		{"1", "200ms", "300ms", 0, "demo: PASS"},
+		{"1e-12", "10s", "11s", 1, "demo: FAULT NOT INJECTED in 3 sales: holders pause 11s with probability 1e-12, past the 10s lease with renewal off, yet no lease was lost"},
 	} {
 		t.Run("prob="+tt.prob, func(t *testing.T) {
-			r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": "server"}, append(fault, "-chaos-prob", tt.prob)...)
+			r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": "server"},
+				append(fault, "-lock-ttl", tt.ttl, "-chaos-pause", tt.pause, "-chaos-prob", tt.prob)...)
 			if r.code != tt.code || !strings.Contains(r.stdout, tt.want) {
 				t.Errorf("got exit %d, want %d with %q:\n%s", r.code, tt.code, tt.want, r.stdout)
 			}
@@ -133,7 +136,7 @@ func TestDemoExpectedOversellRunsAgainUntilItHappens(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: three demo sales")
 	}
-	r := runDemo(t, context.Background(), nil, nil, args("-lock", "local", "-replicas", "1", "-expect-oversell")...)
+	r := runDemo(t, context.Background(), nil, nil, smallArgs("-lock", "local", "-replicas", "1", "-expect-oversell")...)
 	const want = "demo: FAULT NOT INJECTED in 3 sales: no oversell and no violation in a sale of a mode expected to oversell"
 	if r.code != 1 || !strings.Contains(r.stdout, want) {
 		t.Errorf("got exit %d, want 1 with %q", r.code, want)
@@ -333,7 +336,7 @@ func TestDemoReport(t *testing.T) {
 	}
 	dir := t.TempDir()
 	page, data := filepath.Join(dir, "sale.html"), filepath.Join(dir, "sale.json")
-	r := runDemo(t, context.Background(), nil, nil, args("-lock", "none", "-chaos-pause", "10ms", "-expect-oversell", "-report", page, "-report-json", data)...)
+	r := runDemo(t, context.Background(), nil, nil, smallArgs("-lock", "none", "-chaos-pause", "10ms", "-expect-oversell", "-report", page, "-report-json", data)...)
 	if r.code != 0 {
 		t.Fatalf("exit status: got %d, want 0", r.code)
 	}
@@ -343,7 +346,7 @@ func TestDemoReport(t *testing.T) {
 	}
 	for _, want := range []string{`<div class="verdict pass" id="verdict">PASS: oversell detected, as expected for this mode</div>`,
 		`data-number="3" data-status="FAIL"`, `<svg class="sale-chart"`,
-		`<dd id="shape">burst of 1000 buyers at once`, `id="linearizable" data-verdict="`} {
+		`<dd id="shape">burst of 200 buyers at once`, `id="linearizable" data-verdict="`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("report page lacks %q", want)
 		}
@@ -358,9 +361,9 @@ func TestDemoReport(t *testing.T) {
 		Shape                    string
 		Linearizability          struct{ Verdict string }
 	}
-	if err := json.Unmarshal(j, &rep); err != nil || !rep.Oversold || !rep.ExpectOversell || rep.Requests != 1000 ||
-		!strings.HasPrefix(rep.Shape, "burst of 1000 buyers") || rep.Linearizability.Verdict == "" {
-		t.Errorf("report JSON: got %+v (%v), want an expected oversell of 1000 requests, the burst and a linearizability verdict", rep, err)
+	if err := json.Unmarshal(j, &rep); err != nil || !rep.Oversold || !rep.ExpectOversell || rep.Requests != 200 ||
+		!strings.HasPrefix(rep.Shape, "burst of 200 buyers") || rep.Linearizability.Verdict == "" {
+		t.Errorf("report JSON: got %+v (%v), want an expected oversell of 200 requests, the burst and a linearizability verdict", rep, err)
 	}
 	if !strings.Contains(r.stdout, "demo: dashboard: http://127.0.0.1:") {
 		t.Error("the demo did not print the dashboard's URL")
@@ -426,7 +429,7 @@ func TestDemoKeepServesTheDashboard(t *testing.T) {
 			}()
 		})
 	}}
-	r := runDemo(t, ctx, stdout, map[string]string{"SECKILL_DEMO_REDIS": "embedded"}, args("-keep")...)
+	r := runDemo(t, ctx, stdout, map[string]string{"SECKILL_DEMO_REDIS": "embedded"}, smallArgs("-keep")...)
 	if r.code != 0 {
 		t.Errorf("exit status: got %d, want 0 (the sale's verdict)", r.code)
 	}

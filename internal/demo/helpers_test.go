@@ -158,6 +158,14 @@ var short = []string{"-buyers", "1000", "-stock", "50"}
 
 func args(extra ...string) []string { return append(append([]string{}, short...), extra...) }
 
+// small is a sale for what needs no more: a control whose race a chaos
+// pause makes certain (two buyers in flight at once are enough, and 200
+// are), or a sale that only has to run. Under no lock a purchase is two
+// writes to SQLite and the pause; a burst of 1000 of them takes seconds.
+var small = []string{"-buyers", "200", "-stock", "50"}
+
+func smallArgs(extra ...string) []string { return append(append([]string{}, small...), extra...) }
+
 // assertGone checks that the process what with id pid no longer exists
 // (procutil.Exists: kill -0 on Unix); the demo reaps its children, so a
 // stopped one leaves no zombie behind that would still count.
