@@ -25,6 +25,7 @@ import (
 // The demo's main job, on both kinds of Redis: two replicas under the
 // distributed lock sell exactly the stock, and everything is gone after.
 func TestDemoPasses(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
@@ -35,6 +36,7 @@ func TestDemoPasses(t *testing.T) {
 		{"server", "demo: Redis: redis-server on 127.0.0.1:"},
 	} {
 		t.Run(tt.redis, func(t *testing.T) {
+			t.Parallel()
 			r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": tt.redis}, args()...)
 			if r.code != 0 {
 				t.Errorf("exit status: got %d, want 0", r.code)
@@ -57,10 +59,10 @@ func TestDemoPasses(t *testing.T) {
 // write makes the overlap certain, however fast the replicas get through
 // the burst without it.
 func TestDemoDetectsOversell(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
-	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
 	for _, tt := range []struct {
 		name    string
 		extra   []string
@@ -71,6 +73,7 @@ func TestDemoDetectsOversell(t *testing.T) {
 		{"expected", []string{"-expect-oversell"}, 0, "demo: PASS: oversell detected"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := runDemo(t, context.Background(), nil, nil, smallArgs(append([]string{"-lock", "none", "-chaos-pause", "10ms"}, tt.extra...)...)...)
 			if r.code != tt.code {
 				t.Errorf("exit status: got %d, want %d", r.code, tt.code)
@@ -93,6 +96,7 @@ func TestDemoDetectsOversell(t *testing.T) {
 // (10 s): with a short one, a critical section slowed past it by a loaded
 // machine would lose a lease without the pause.
 func TestDemoLeaseExpiryShowsItsFault(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
@@ -106,6 +110,7 @@ func TestDemoLeaseExpiryShowsItsFault(t *testing.T) {
 		{"1e-12", "10s", "11s", 1, "demo: FAULT NOT INJECTED in 3 sales: holders pause 11s with probability 1e-12, past the 10s lease with renewal off, yet no lease was lost"},
 	} {
 		t.Run("prob="+tt.prob, func(t *testing.T) {
+			t.Parallel()
 			r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": "server"},
 				append(fault, "-lock-ttl", tt.ttl, "-chaos-pause", tt.pause, "-chaos-prob", tt.prob)...)
 			if r.code != tt.code || !strings.Contains(r.stdout, tt.want) {
@@ -133,6 +138,7 @@ func TestDemoLeaseExpiryShowsItsFault(t *testing.T) {
 // local lock on one replica is the sale where the race cannot happen: its
 // one mutex excludes every buyer.
 func TestDemoExpectedOversellRunsAgainUntilItHappens(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: three demo sales")
 	}
@@ -158,10 +164,10 @@ func TestDemoExpectedOversellRunsAgainUntilItHappens(t *testing.T) {
 // between each purchase's read and its write makes the two replicas'
 // critical sections overlap for certain.
 func TestDemoMixedSaleIsChecked(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
-	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
 	mixed := []string{"-buyers", "600", "-stock", "50", "-mix", "reads=10%,restocks=2%"}
 	for _, tt := range []struct {
 		lock, want, verdict string
@@ -170,6 +176,7 @@ func TestDemoMixedSaleIsChecked(t *testing.T) {
 		{"local", "linearizable: NO (product 1: starting from stock 50", "demo: PASS"},
 	} {
 		t.Run(tt.lock, func(t *testing.T) {
+			t.Parallel()
 			extra := []string{"-lock", tt.lock}
 			if tt.lock != "redis" {
 				extra = append(extra, "-expect-oversell", "-chaos-pause", "5ms")
@@ -215,6 +222,7 @@ var (
 // still reads the sale back and judges it, then stops the replicas and
 // redis-server and removes the directory.
 func TestDemoCleansUpWhenInterrupted(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
@@ -243,6 +251,7 @@ func TestDemoCleansUpWhenInterrupted(t *testing.T) {
 // EPIPE (the process ignores SIGPIPE, which its replicas' sockets raise
 // too), and that stops the sale as a Ctrl-C does, and cleans up.
 func TestDemoStopsWhenItsOutputIsCut(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
@@ -288,6 +297,7 @@ func (p *cutPipe) Write(b []byte) (int, error) {
 // An error after everything has started (the results file cannot be
 // created) is exit status 2, and still cleans up.
 func TestDemoCleansUpAfterError(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
@@ -331,6 +341,7 @@ func TestDemoUsage(t *testing.T) {
 // demo -report and -report-json pass through to the sale: the page says
 // what the text says, and the JSON reads back.
 func TestDemoReport(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
@@ -376,6 +387,7 @@ func TestDemoReport(t *testing.T) {
 // the replicas have written the sale's seconds, its 50 purchases. Then
 // the demo cleans up as usual and exits with the sale's verdict.
 func TestDemoKeepServesTheDashboard(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
@@ -477,6 +489,7 @@ func httpGet(url string) ([]byte, error) {
 // scripts and the order queue as redis-server does; the async design's
 // check waits for its orders.
 func TestDemoDesignsPass(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run per design")
 	}
@@ -491,6 +504,7 @@ func TestDemoDesignsPass(t *testing.T) {
 			"(of up to 10s), the orders number the sold count"}},
 	} {
 		t.Run(tt.design, func(t *testing.T) {
+			t.Parallel()
 			r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": "embedded"},
 				"-design", tt.design, "-buyers", "600", "-stock", "50", "-mix", "reads=10%,restocks=2%")
 			if r.code != 0 {
