@@ -320,6 +320,22 @@ func assertOversold(t *testing.T, rep loadtest.Report) {
 	}
 }
 
+// midWrites is how far stock + sold may be past S in a control without an
+// update lost: the unfenced sequence inserts the order and then writes the
+// stock, and each purchase between the two counts one item twice. A fault
+// leaves at most two holders of a product's lock at once (the one the lock
+// grants, and the one the fault kept in or split off), so at most two such
+// purchases at a time; only more than that is an oversell, which stays.
+const midWrites = 2
+
+// oversoldNow reports whether p, read during a control's sale of a stock
+// of s, shows an oversell rather than purchases between their two writes,
+// and says what it shows.
+func oversoldNow(p apiclient.Product, s int64) (bool, string) {
+	return p.Stock+p.Sold > s+midWrites,
+		fmt.Sprintf("oversold: stock %d + sold %d > S = %d, by more than the %d purchases that may be between their two writes", p.Stock, p.Sold, s, midWrites)
+}
+
 // assertFencesIncrease checks that orders, in id order, never carry a
 // smaller fencing token than the order before: the orders of one batch
 // share its holder's token, and each later batch was written by a newer

@@ -127,11 +127,14 @@ func waitEvidence(ctx context.Context, a, b *replica, id, s int64, before metric
 	err := poll.Until(wctx, 20*time.Millisecond, func() (bool, error) {
 		if control {
 			p, err := b.api().Product(wctx, id)
-			if err != nil || p.Stock+p.Sold <= s {
+			if err != nil {
 				return false, nil
 			}
-			evidence = fmt.Sprintf("oversold: stock %d + sold %d > S = %d", p.Stock, p.Sold, s)
-			return true, nil
+			ok, what := oversoldNow(p, s)
+			if ok {
+				evidence = what
+			}
+			return ok, nil
 		}
 		m, err := scrape(wctx, a)
 		if err != nil || m.fenceRejections() <= before.fenceRejections() {

@@ -426,11 +426,14 @@ func splitBrainScenario(t *testing.T, control bool) {
 		err = poll.Until(wctx, 20*time.Millisecond, func() (bool, error) {
 			if control {
 				p, err := b.api().Product(wctx, id)
-				if err != nil || p.Stock+p.Sold <= stock {
+				if err != nil {
 					return false, nil
 				}
-				run.evidence = fmt.Sprintf("oversold: stock %d + sold %d > S = %d", p.Stock, p.Sold, stock)
-				return true, nil
+				ok, what := oversoldNow(p, stock)
+				if ok {
+					run.evidence = what
+				}
+				return ok, nil
 			}
 			sa, errA := scrape(wctx, a)
 			sbm, errB := scrape(wctx, b)

@@ -193,8 +193,8 @@ func stallSeveralOnce(ctx context.Context, c *cluster, a, b *replica, before met
 				return false, nil
 			}
 			for _, p := range ps {
-				if p.Stock+p.Sold > stallManyStock {
-					evidence = fmt.Sprintf("product %d oversold: stock %d + sold %d > S = %d", p.ID, p.Stock, p.Sold, stallManyStock)
+				if ok, what := oversoldNow(p, stallManyStock); ok {
+					evidence = fmt.Sprintf("product %d %s", p.ID, what)
 					return true, nil
 				}
 			}
