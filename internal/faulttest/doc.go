@@ -187,10 +187,9 @@
 // holder's fenced write matches no row once a newer holder has claimed,
 // and without the fence the row locks and transactions do not stop its
 // stale write-back from overselling. The kill's sale there has more items
-// (80 instead of 40) at the same rate: every statement is a round trip to
-// another process, buyers queue up into bigger batches on a loaded
-// machine, and the victim's one batch before the kill could otherwise
-// sell out what was left, leaving no sale to resume.
+// (200 instead of 100) at the same rate: every statement is a round trip
+// to another process, and the survivors could otherwise sell out what was
+// left before the kill, leaving no sale to resume.
 //
 // A scenario's sale lasts as long as its fault's phases, not a time fixed
 // in advance: the sale is paced (a steady rate of buyers), and it ends
