@@ -62,7 +62,11 @@ func redlockNodes(t *testing.T, control bool) {
 	a := c.replica("a", env)
 	b := c.replica("b", env)
 
-	stock := pick(60, 300)
+	// A stock the sale sells out once the nodes are back, but not before:
+	// on a loaded machine the sale goes on while the test looks for each
+	// phase's condition, and a sale sold out before the restart has no
+	// purchase left to resume.
+	stock := pick(100, 300)
 	id := createProduct(t, a, stock)
 	replicas := []*replica{a, b}
 
