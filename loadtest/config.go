@@ -113,6 +113,16 @@ type Config struct {
 	// Duration is how long requests are sent (0 means DefaultDuration).
 	Duration time.Duration
 
+	// End, when not nil, ends the attack once it is closed, as the end of
+	// Duration would: no request is sent after it, the requests in flight
+	// get their answers, and the sale is verified and reported in full
+	// (Report.Stopped stays empty, as for a sale that ran its course). It
+	// is for a caller whose sale must last as long as something it does
+	// beside it, such as a fault injected in phases, rather than a time
+	// fixed in advance; Duration and MaxRequests still bound the sale.
+	// Ending ctx instead interrupts the sale.
+	End <-chan struct{}
+
 	// MaxRequests bounds the number of the attack's requests: the
 	// purchases, and the reads of a Mix. 0 means the number the pacing
 	// would send in Duration (or Buyers), so the bound is always finite.
@@ -324,8 +334,9 @@ func (cfg Config) hardDeadline() time.Duration {
 
 // Shape describes the load in words, for the report: "burst of 2000
 // buyers at once", "burst of 2000 buyers over 1s", "steady 300 req/s for
-// 3s", "ramp 100 -> 300 req/s over 5s", then, for several products, how
-// the buyers spread: "over 2000 products, skew zipf:1.1".
+// 3s", "ramp 100 -> 300 req/s over 5s" (with End: "... at most, or until
+// its caller ends it"), then, for several products, how the buyers
+// spread: "over 2000 products, skew zipf:1.1".
 func (cfg Config) Shape() string {
 	s := cfg.shape()
 	if cfg.Products > 1 {
@@ -339,6 +350,14 @@ func (cfg Config) Shape() string {
 }
 
 func (cfg Config) shape() string {
+	s := cfg.pacingShape()
+	if cfg.End != nil {
+		s += " at most, or until its caller ends it"
+	}
+	return s
+}
+
+func (cfg Config) pacingShape() string {
 	switch {
 	case cfg.Buyers > 0 && cfg.BurstWindow == 0:
 		return fmt.Sprintf("burst of %d buyers at once, on up to %d connections", cfg.Buyers, cfg.MaxWorkers)

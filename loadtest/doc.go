@@ -20,7 +20,7 @@
 //     POST /api/v1/products/:id/purchase in a burst, at a constant rate or a
 //     linear ramp, each request with a fresh user id except a configured
 //     share of repeat buyers, bounded by a request count, a duration and a
-//     hard deadline. Over many products, each fresh buyer's product is drawn
+//     hard deadline; a caller may end it sooner (Config.End). Over many products, each fresh buyer's product is drawn
 //     with Config.Skew: a few hot products and a long tail.
 //     Against a service with a payment window, a 201 is a reservation:
 //     its buyer pays, cancels or lets it lapse (Config.Life), some payers

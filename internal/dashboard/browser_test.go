@@ -133,17 +133,24 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.Navigate(urls[0] + "/dashboard")
 	b.WaitTrue(`Number(document.body.dataset.polls) >= 1`, 20*time.Second, func() string { return "the page never polled its data" })
 
-	const stock = 300
+	// A steady sale that lasts until the page has been seen during it
+	// (end), however long a loaded machine takes to get there, with more
+	// stock than it can sell before its deadline: there is a "during".
+	const rate, limit = 100, time.Minute
+	const stock = rate * 60
 	type result struct {
 		rep loadtest.Report
 		err error
 	}
 	done := make(chan result, 1)
+	end, finished := make(chan struct{}), make(chan struct{})
+	endSale := sync.OnceFunc(func() { close(end) })
+	t.Cleanup(func() { endSale(); <-finished }) // before the replicas stop
 	go func() {
-		// A steady sale of a few seconds, so that there is a "during".
+		defer close(finished)
 		rep, err := loadtest.Run(context.Background(), loadtest.Config{
 			Targets: urls, AdminToken: adminToken, Stock: stock,
-			Rate: 100, Duration: 5 * time.Second, ProgressMode: loadtest.ProgressOff,
+			Rate: rate, Duration: limit, End: end, ProgressMode: loadtest.ProgressOff,
 		}, io.Discard)
 		done <- result{rep, err}
 	}()
@@ -187,6 +194,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	b.Screenshot(browsertest.ScreenshotPath(t, "dashboard-during.png"))
 
+	endSale()
 	res := <-done
 	if res.err != nil || !res.rep.OK() {
 		t.Fatalf("the sale: %v, %s", res.err, res.rep.Verdict())
