@@ -107,7 +107,7 @@ type Service struct {
 	commits            commits
 	rounds             chan struct{} // one token per round at work (commit.go)
 	reads              reads
-	pays               pays
+	pays               *payments
 }
 
 // NewService returns a Service that locks with locker and keeps its data in
@@ -133,7 +133,6 @@ func NewService(locker Locker, store Store, opts Options) *Service {
 		commits:     newLine[*holdCall, holdResult](),
 		rounds:      make(chan struct{}, commitRounds),
 		reads:       newLine[*readCall, readResult](),
-		pays:        newLine[*payCall, payResult](),
 	}
 	if opts.UnsafeExpiry != ExpirySafe || opts.UnsafePayLate {
 		u, ok := store.(UnsafeLifeStore)
@@ -175,6 +174,7 @@ func NewService(locker Locker, store Store, opts Options) *Service {
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	s.pays = newPayments(store.PayOrders, s.now, s.rec)
 	return s
 }
 
