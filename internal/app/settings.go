@@ -38,7 +38,7 @@ var settings = []setting{
 	{"LOCK_RENEW", "lock-renew", "renew leases in the background", boolean(func(c *Config) *bool { return &c.LockRenew })},
 	{"BATCH_MAX", "batch-max", "most purchases of one product served per lock hold (group commit); 1 serves them one at a time", integer(func(c *Config) *int { return &c.BatchMax })},
 	{"QUEUE_MAX", "queue-max", "most purchases of one product waiting in this replica; more get 503 busy at once", integer(func(c *Config) *int { return &c.QueueMax })},
-	{"PAY_WINDOW", "pay-window", "payment window of a purchase (lock design): its order stays pending and its unit reserved until paid or cancelled within it, else it expires and the unit goes back on sale; 0: orders are final at once", duration(func(c *Config) *time.Duration { return &c.PayWindow })},
+	{"PAY_WINDOW", "pay-window", "payment window of a purchase (lock and conditional designs): its order stays pending and its unit reserved until paid or cancelled within it, else it expires and the unit goes back on sale; 0: orders are final at once", duration(func(c *Config) *time.Duration { return &c.PayWindow })},
 	{"EXPIRE_INTERVAL", "expire-interval", "with a payment window: how often each replica expires due reservations; 0: a tenth of the window, 50ms to 1s", duration(func(c *Config) *time.Duration { return &c.ExpireInterval })},
 	{"IDEMPOTENCY_TTL", "idempotency-ttl", "how long an Idempotency-Key is kept from its first use: a retry with it within this time gets the first answer; at least -pay-window", duration(func(c *Config) *time.Duration { return &c.IdempotencyTTL })},
 	{"CHAOS_PAUSE", "chaos-pause", "fault injection: lock holders sleep this long between their checks and their writes", duration(func(c *Config) *time.Duration { return &c.ChaosPause })},

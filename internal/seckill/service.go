@@ -36,6 +36,7 @@ type Options struct {
 	// is pending until the buyer pays or cancels within PayWindow, or a
 	// replica expires it and its unit goes back on sale
 	// (docs/reservations.md). 0: orders are created paid, final at once.
+	// The locked and conditional designs have it.
 	PayWindow time.Duration
 
 	// UnsafeExpiry and UnsafePayLate switch off one safeguard of a

@@ -199,6 +199,18 @@ type ConditionalStore interface {
 	// Restock, in one transaction, sets the product's stock and returns
 	// the product as that write left it.
 	Restock(ctx context.Context, productID, stock int64) (*Product, error)
+	// CancelConditionally moves order id of userID from pending to
+	// cancelled, as PayOrders moves one to paid (with its errors), and
+	// its unit from reserved back to the product's stock, in one
+	// transaction, with no fence: the stock is added to, never written
+	// as a value read.
+	CancelConditionally(ctx context.Context, id int64, userID string, now time.Time) (*Order, error)
+	// ExpireConditionally, in one transaction, moves each product's
+	// pending orders whose window ended by now to expired, and their
+	// units from reserved back to the stock, with no fence, and returns
+	// the ids of each product's expired orders. err is a failure of the
+	// whole call, which then writes nothing.
+	ExpireConditionally(ctx context.Context, productIDs []int64, now time.Time) ([][]int64, error)
 }
 
 // CounterStore is the Store of the counter designs, where a counter in
