@@ -57,6 +57,13 @@ const moveOrder = "UPDATE orders SET state = ?, closed_at = ? WHERE id = ? AND s
 // product's row the sale's bottleneck. err is a failure of the whole
 // call, which then writes nothing.
 func (s *Store) PayOrders(ctx context.Context, pays []seckill.Payment, now time.Time) (orders []*seckill.Order, errs []error, err error) {
+	return s.payOrders(ctx, pays, now, true)
+}
+
+// payOrders is PayOrders, and with count false PayOrderRows: the orders
+// move and the products' rows are locked all the same, but their reserved
+// and sold counts are left alone.
+func (s *Store) payOrders(ctx context.Context, pays []seckill.Payment, now time.Time, count bool) (orders []*seckill.Order, errs []error, err error) {
 	now = now.UTC()
 	err = s.transaction(ctx, func(tx *gorm.DB) error {
 		orders, errs = make([]*seckill.Order, len(pays)), make([]error, len(pays))
@@ -115,7 +122,7 @@ func (s *Store) PayOrders(ctx context.Context, pays []seckill.Payment, now time.
 			done[m.ID] = true
 		}
 		for _, id := range products {
-			if n := perProduct[id]; n > 0 {
+			if n := perProduct[id]; n > 0 && count {
 				if err := tx.Exec("UPDATE products SET reserved = reserved - ?, sold = sold + ? WHERE id = ?", n, n, id).Error; err != nil {
 					return err
 				}

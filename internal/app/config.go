@@ -334,8 +334,8 @@ func (c Config) Validate() error {
 	if _, err := seckill.ParseUnsafeExpiry(c.UnsafeExpiry); err != nil {
 		errs = append(errs, err)
 	}
-	if c.PayWindow > 0 && c.Design != DesignLock && c.Design != DesignConditional {
-		errs = append(errs, fmt.Errorf("pay window %v: the %s design sells orders final at once; a payment window needs the lock or the conditional design", c.PayWindow, c.Design))
+	if c.PayWindow > 0 && c.Design == DesignCounterAsync {
+		errs = append(errs, fmt.Errorf("pay window %v: %s answers 201 before the order exists (no id to pay or cancel with until a writer writes it), so a buyer could not be sure to pay within a window; use redis-counter, conditional or lock", c.PayWindow, c.Design))
 	}
 	if !(c.ChaosProb >= 0 && c.ChaosProb <= 1) { // NaN too
 		errs = append(errs, fmt.Errorf("chaos probability %v: must be from 0 to 1", c.ChaosProb))

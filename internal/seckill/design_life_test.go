@@ -18,7 +18,7 @@ import (
 // design, on both databases.
 
 // lifeDesigns are the designs without a lock that have a payment window.
-var lifeDesigns = []string{"conditional"}
+var lifeDesigns = []string{"conditional", "redis-counter"}
 
 // life is what a design with a payment window serves besides a sale.
 type life interface {

@@ -357,9 +357,9 @@ func runExpiry(ctx context.Context, every time.Duration, expire func(context.Con
 	}
 }
 
-// Pay, for a design whose orders are final at once (the counter designs,
-// so far): an order is paid when it is made, so there is nothing to pay;
-// the error says which state the order is in.
+// Pay, for a design whose orders are final at once (redis-counter-async,
+// which has no payment window): an order is paid when it is made, so
+// there is nothing to pay; the error says which state the order is in.
 func (c catalog) Pay(ctx context.Context, orderID int64, userID string) (*Order, error) {
 	return nil, c.finalMove(ctx, orderID, userID)
 }

@@ -49,8 +49,9 @@ const payTimeout = 10 * time.Second
 
 // payWrite writes a batch of payments, as Store.PayOrders does: an error
 // per payment that may not be made, or err for a failure of the whole
-// call, which then writes nothing. A design that keeps its counts
-// elsewhere than the product's row writes its own way.
+// call, which then writes nothing. The locked and conditional designs
+// write with Store.PayOrders; redis-counter writes the orders alone and
+// then tells its counter (counter_sale.go).
 type payWrite func(ctx context.Context, ps []Payment, now time.Time) (orders []*Order, errs []error, err error)
 
 // payments is a process's shared payments: its line, and how a batch is

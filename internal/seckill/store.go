@@ -237,4 +237,20 @@ type CounterStore interface {
 	// the same orders twice writes them once. It returns how many it
 	// inserted.
 	WriteOrders(ctx context.Context, orders []*Order) (int, error)
+
+	// The moves of a reservation's life with the orders alone: the
+	// counter, not the product's row, keeps the units' counts.
+
+	// OrdersByID returns the orders ids, by id; an id with no order is
+	// left out.
+	OrdersByID(ctx context.Context, ids []int64) (map[int64]*Order, error)
+	// PayOrderRows is PayOrders that leaves the products' counts alone.
+	PayOrderRows(ctx context.Context, pays []Payment, now time.Time) (orders []*Order, errs []error, err error)
+	// CancelOrderRow is ConditionalStore.CancelConditionally that leaves
+	// the product's counts alone.
+	CancelOrderRow(ctx context.Context, id int64, userID string, now time.Time) (*Order, error)
+	// ExpireOrderRows is ConditionalStore.ExpireConditionally that
+	// leaves the products' counts alone, and returns each product's
+	// expired orders, with their users.
+	ExpireOrderRows(ctx context.Context, productIDs []int64, now time.Time) ([][]*Order, error)
 }
