@@ -230,9 +230,15 @@ const writeTimeoutMargin = 5 * time.Second
 
 // RequestWait is the longest a request may wait inside the service before
 // its own work: for the product's lock (LockWait), and in the chaos pause
-// of fault injection. Every new wait of a request belongs in this sum.
+// of fault injection (in redis-counter, a cancel's pause between the
+// database and the counter too). Every new wait of a request belongs in
+// this sum.
 func (c Config) RequestWait() time.Duration {
-	return addDurations(c.LockWait, c.ChaosPause)
+	pause := c.ChaosPause
+	if c.Design == DesignCounter {
+		pause = addDurations(pause, c.ChaosExpiryPause)
+	}
+	return addDurations(c.LockWait, pause)
 }
 
 // HTTPWriteTimeout is the server's write timeout: WriteTimeout when set,

@@ -259,3 +259,24 @@ func TestDesignsServeReservations(t *testing.T) {
 		})
 	}
 }
+
+// In redis-counter a cancel waits in the chaos expiry pause (between the
+// database's move and the counter's give-back), so the pause is part of a
+// request's wait there, and the derived write timeout outlasts it; in the
+// other designs only expiries, which no request waits for, make it.
+func TestChaosExpiryPauseIsARequestsWaitInRedisCounter(t *testing.T) {
+	for _, tt := range []struct {
+		design app.Design
+		want   time.Duration
+	}{
+		{app.DesignCounter, 2*time.Second + time.Minute},
+		{app.DesignLock, 2 * time.Second},
+		{app.DesignConditional, 2 * time.Second},
+	} {
+		cfg := app.DefaultConfig()
+		cfg.Design, cfg.LockWait, cfg.ChaosExpiryPause = tt.design, 2*time.Second, time.Minute
+		if got := cfg.RequestWait(); got != tt.want || cfg.HTTPWriteTimeout() <= got {
+			t.Errorf("%s: request wait %v, write timeout %v; want a wait of %v, and a longer timeout", tt.design, got, cfg.HTTPWriteTimeout(), tt.want)
+		}
+	}
+}
