@@ -16,8 +16,10 @@ import (
 )
 
 // The reservation rows of the matrix: a sale with a payment window on the
-// designs without a lock that have one, driven by the row's own client
-// (the load test sells orders final at once): buyers reserve, a third of
+// designs without a lock that have one, driven by the row's own client,
+// so that the kill row knows exactly what its victim holds (the load
+// test's buyers, in the demo's -window sale, move at random times on
+// random replicas): buyers reserve, a third of
 // the orders is paid, a third cancelled and a third left to lapse, the
 // replicas expire those, and a last wave of new buyers takes what is left
 // on sale. Then the product, as the API reports it, is checked against
