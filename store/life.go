@@ -57,6 +57,13 @@ const moveOrder = "UPDATE orders SET state = ?, closed_at = ? WHERE id = ? AND s
 // product's row the sale's bottleneck. err is a failure of the whole
 // call, which then writes nothing.
 func (s *Store) PayOrders(ctx context.Context, pays []seckill.Payment, now time.Time) (orders []*seckill.Order, errs []error, err error) {
+	return s.payOrders(ctx, pays, now, true)
+}
+
+// payOrders is PayOrders, and with count false PayOrderRows: the orders
+// move and the products' rows are locked all the same, but their reserved
+// and sold counts are left alone.
+func (s *Store) payOrders(ctx context.Context, pays []seckill.Payment, now time.Time, count bool) (orders []*seckill.Order, errs []error, err error) {
 	now = now.UTC()
 	err = s.transaction(ctx, func(tx *gorm.DB) error {
 		orders, errs = make([]*seckill.Order, len(pays)), make([]error, len(pays))
@@ -99,13 +106,9 @@ func (s *Store) PayOrders(ctx context.Context, pays []seckill.Payment, now time.
 		if len(move) == 0 {
 			return nil
 		}
-		// The products' rows first, in id order, as every transaction that
-		// moves units locks them (PostgreSQL; SQLite has one writer).
 		slices.Sort(products)
-		if s.db.Dialector.Name() == "postgres" {
-			if err := tx.Exec("SELECT id FROM products WHERE id IN ? ORDER BY id FOR UPDATE", products).Error; err != nil {
-				return err
-			}
+		if err := s.lockProducts(tx, products); err != nil {
+			return err
 		}
 		var moved []struct{ ID, ProductID int64 }
 		if err := tx.Raw(`UPDATE orders SET state = 'paid', closed_at = ? WHERE id IN ? AND state = 'pending' AND expires_at > ?
@@ -119,7 +122,7 @@ func (s *Store) PayOrders(ctx context.Context, pays []seckill.Payment, now time.
 			done[m.ID] = true
 		}
 		for _, id := range products {
-			if n := perProduct[id]; n > 0 {
+			if n := perProduct[id]; n > 0 && count {
 				if err := tx.Exec("UPDATE products SET reserved = reserved - ?, sold = sold + ? WHERE id = ?", n, n, id).Error; err != nil {
 					return err
 				}
@@ -156,6 +159,17 @@ func (s *Store) PayOrders(ctx context.Context, pays []seckill.Payment, now time.
 		return nil, nil, fmt.Errorf("store: pay %d orders: %w", len(pays), err)
 	}
 	return orders, errs, nil
+}
+
+// lockProducts locks the rows of products, in id order, for the rest of
+// tx: every transaction that moves orders out of pending locks their
+// products' rows first, so that two of them never wait for each other
+// (PostgreSQL; on SQLite the transaction holds the file's write lock).
+func (s *Store) lockProducts(tx *gorm.DB, ids []int64) error {
+	if s.db.Dialector.Name() != "postgres" || len(ids) == 0 {
+		return nil
+	}
+	return tx.Exec("SELECT id FROM products WHERE id IN ? ORDER BY id FOR UPDATE", ids).Error
 }
 
 // ordersByID reads the orders ids through db, which may be a transaction.
@@ -304,6 +318,61 @@ func (s *Store) expireAll(ctx context.Context, claims []seckill.Claim, now time.
 		return nil, nil, fmt.Errorf("store: expire the orders of %d products due by %v: %w", len(claims), now, err)
 	}
 	return expired, refused, nil
+}
+
+// expireDueOrders is the move of an expiry with no fence, which returns
+// each order's user too.
+const expireDueOrders = "UPDATE orders SET state = 'expired' WHERE product_id = ? AND state = 'pending' AND expires_at <= ? RETURNING id, user_id"
+
+// expireUnfenced is the expiry of the designs without a lock: in one
+// transaction, it locks the products' rows, in id order, then moves each
+// product's pending orders due by now to expired; with count, it also
+// adds their number to the product's stock and takes it from its reserved
+// count, a relative update under the row's lock. It claims no fence:
+// nothing it writes is a value read earlier, and of two expiries that
+// race, the second finds the orders no longer pending (on PostgreSQL its
+// update waits for the first's row locks and then sees their commit). It
+// returns each product's expired orders.
+func (s *Store) expireUnfenced(ctx context.Context, productIDs []int64, now time.Time, count bool) ([][]*seckill.Order, error) {
+	now = now.UTC()
+	expired := make([][]*seckill.Order, len(productIDs))
+	err := s.transaction(ctx, func(tx *gorm.DB) error {
+		order := byProductID(productIDs, func(id int64) int64 { return id })
+		sorted := make([]int64, len(order))
+		for k, i := range order {
+			sorted[k] = productIDs[i]
+		}
+		if err := s.lockProducts(tx, sorted); err != nil {
+			return err
+		}
+		for _, i := range order {
+			id := productIDs[i]
+			expired[i] = nil
+			var rows []struct {
+				ID     int64
+				UserID string
+			}
+			if err := tx.Raw(expireDueOrders, id, now).Scan(&rows).Error; err != nil {
+				return err
+			}
+			if len(rows) == 0 {
+				continue
+			}
+			if count {
+				if err := tx.Exec("UPDATE products SET stock = stock + ?, reserved = reserved - ? WHERE id = ?", len(rows), len(rows), id).Error; err != nil {
+					return err
+				}
+			}
+			for _, r := range rows {
+				expired[i] = append(expired[i], &seckill.Order{ID: r.ID, ProductID: id, UserID: r.UserID, State: seckill.OrderExpired})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: expire the orders of %d products due by %v: %w", len(productIDs), now, err)
+	}
+	return expired, nil
 }
 
 // ExpireOrders moves the product's pending orders due by now to expired,

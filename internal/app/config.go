@@ -230,9 +230,15 @@ const writeTimeoutMargin = 5 * time.Second
 
 // RequestWait is the longest a request may wait inside the service before
 // its own work: for the product's lock (LockWait), and in the chaos pause
-// of fault injection. Every new wait of a request belongs in this sum.
+// of fault injection (in redis-counter, a cancel's pause between the
+// database and the counter too). Every new wait of a request belongs in
+// this sum.
 func (c Config) RequestWait() time.Duration {
-	return addDurations(c.LockWait, c.ChaosPause)
+	pause := c.ChaosPause
+	if c.Design == DesignCounter {
+		pause = addDurations(pause, c.ChaosExpiryPause)
+	}
+	return addDurations(c.LockWait, pause)
 }
 
 // HTTPWriteTimeout is the server's write timeout: WriteTimeout when set,
@@ -334,8 +340,8 @@ func (c Config) Validate() error {
 	if _, err := seckill.ParseUnsafeExpiry(c.UnsafeExpiry); err != nil {
 		errs = append(errs, err)
 	}
-	if c.PayWindow > 0 && c.Design != DesignLock {
-		errs = append(errs, fmt.Errorf("pay window %v: the %s design sells orders final at once; a payment window needs the lock design", c.PayWindow, c.Design))
+	if c.PayWindow > 0 && c.Design == DesignCounterAsync {
+		errs = append(errs, fmt.Errorf("pay window %v: %s answers 201 before the order exists (no id to pay or cancel with until a writer writes it), so a buyer could not be sure to pay within a window; use redis-counter, conditional or lock", c.PayWindow, c.Design))
 	}
 	if !(c.ChaosProb >= 0 && c.ChaosProb <= 1) { // NaN too
 		errs = append(errs, fmt.Errorf("chaos probability %v: must be from 0 to 1", c.ChaosProb))

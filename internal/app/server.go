@@ -32,7 +32,7 @@ const redisDialTimeout = 3 * time.Second
 type Server struct {
 	cfg     Config
 	writer  *orderWriter     // nil unless Design is redis-counter-async
-	expiry  *background      // nil unless Design is lock
+	expiry  *background      // nil unless the design has reservations
 	sweep   *background      // deletes expired idempotency keys
 	locked  *seckill.Service // the lock design's service; nil in the other designs
 	log     *slog.Logger
@@ -84,11 +84,11 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 	s.store = st
 	svc := s.newDesign(locker, countingStore{Store: st, placed: s.dash.OrdersPlaced})
 	s.locked, _ = svc.(*seckill.Service)
-	if s.locked != nil {
+	if e, ok := svc.(expirer); ok {
 		// Every replica expires due reservations; with no payment window
 		// there are none, unless an earlier run with one left some.
 		every := cfg.ExpiryEvery()
-		s.expiry = goBackground(func(ctx context.Context) { s.locked.RunExpiry(ctx, every) })
+		s.expiry = goBackground(func(ctx context.Context) { e.RunExpiry(ctx, every) })
 	}
 	s.sweep = goBackground(func(ctx context.Context) { sweepKeys(ctx, st, cfg, logger) })
 	// The dashboard's timeline is shared through the service's Redis (the
@@ -260,6 +260,12 @@ func pauseHook(pause time.Duration, prob float64, m *metrics.Metrics) func(ctx c
 		case <-ctx.Done():
 		}
 	}
+}
+
+// expirer is a design with reservations, whose due ones every replica
+// expires: seckill.Service, Conditional, CounterSale.
+type expirer interface {
+	RunExpiry(ctx context.Context, every time.Duration)
 }
 
 // background is a goroutine of a replica's own, running until stop: the

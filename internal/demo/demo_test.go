@@ -334,6 +334,7 @@ func TestDemoUsage(t *testing.T) {
 		{[]string{"-window", "1s", "-pay", "0.9", "-cancel", "0.2"}, 2, "together at most 1"},
 		{[]string{"-window", "1s", "-unsafe-expiry", "sideways"}, 2, `unsafe expiry "sideways"`},
 		{[]string{"-matrix", "-window", "1s"}, 2, "-matrix chooses these per row; drop -window"},
+		{[]string{"-design", "redis-counter-async", "-window", "1s"}, 2, "redis-counter-async answers 201 before the order exists"},
 	} {
 		r := runDemo(t, context.Background(), nil, nil, tt.args...)
 		if r.code != tt.code || !strings.Contains(r.stderr, tt.want) {

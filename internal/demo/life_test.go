@@ -17,9 +17,10 @@ var reserving = []string{"-window", "1s", "-buyers", "800", "-stock", "40"}
 var ordersRE = regexp.MustCompile(`orders (\d+): paid (\d+), cancelled (\d+), expired (\d+), pending (\d+)`)
 
 // The demo with payers, cancellers and lapses passes, over one product
-// and over many: every invariant of the orders' life, every unit sold
-// after the close-out, the history linearizable with the expiry rounds in
-// it, and the expiry's lag printed.
+// and over many, and on the designs without a lock that have a payment
+// window: every invariant of the orders' life, every unit sold after the
+// close-out, the history linearizable with the expiry rounds in it, and
+// the expiry's lag printed.
 func TestDemoSaleWithReservations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
@@ -30,6 +31,8 @@ func TestDemoSaleWithReservations(t *testing.T) {
 	}{
 		{"one product", nil},
 		{"300 products", []string{"-products", "300", "-stock", "3"}},
+		{"conditional", []string{"-design", "conditional"}},
+		{"redis-counter", []string{"-design", "redis-counter"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": "server"}, append(append([]string{}, reserving...), tt.extra...)...)

@@ -80,10 +80,11 @@ type Metrics struct {
 
 	chaosPaused prometheus.Gauge
 
-	counterBuilds prometheus.Counter
-	ordersPending prometheus.Gauge
-	ordersWritten prometheus.Counter
-	ordersClaimed prometheus.Counter
+	counterBuilds  prometheus.Counter
+	ordersPending  prometheus.Gauge
+	unitsReturning prometheus.Gauge
+	ordersWritten  prometheus.Counter
+	ordersClaimed  prometheus.Counter
 
 	keyClaims *prometheus.CounterVec // by result
 
@@ -129,6 +130,9 @@ func New() *Metrics {
 	m.ordersPending = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_orders_pending",
 		Help: "Items this replica has taken in Redis whose orders it has not yet written (counter designs): what would be lost with it."})
 	m.reg.MustRegister(m.ordersPending)
+	m.unitsReturning = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_units_returning",
+		Help: "Units of cancelled or expired orders that the database has taken back and this replica has not yet given back to the Redis counter (redis-counter): what would be lost with it."})
+	m.reg.MustRegister(m.unitsReturning)
 	m.ordersWritten = m.counter("seckill_orders_written_total", "Queued orders this replica's writer inserted (redis-counter-async).")
 	m.ordersClaimed = m.counter("seckill_orders_claimed_total",
 		"Queued orders this replica's writer took over from a writer that had not written them (redis-counter-async).")
@@ -252,6 +256,10 @@ func (m *Metrics) CounterBuilt(int64) { m.counterBuilds.Inc() }
 // OrdersPending moves the gauge of orders taken and not yet written
 // (seckill.CounterRecorder).
 func (m *Metrics) OrdersPending(n int) { m.ordersPending.Add(float64(n)) }
+
+// UnitsReturning moves the gauge of units the database took back and the
+// counter has not yet been given (seckill.CounterRecorder).
+func (m *Metrics) UnitsReturning(n int) { m.unitsReturning.Add(float64(n)) }
 
 // OrdersWritten counts orders a writer inserted (seckill.CounterRecorder).
 func (m *Metrics) OrdersWritten(n int) { m.ordersWritten.Add(float64(n)) }

@@ -138,4 +138,11 @@
 // in counter.go. None of them has a fence: a decision taken in Redis and
 // written to the database later cannot be refused by the database when
 // Redis has since forgotten it, which is what the fence does for the lock.
+//
+// With a payment window, Conditional has the same life as Service with no
+// lock (its writes to the stock are relative, under the row's lock);
+// CounterSale has it too, each move made in the database first and then
+// told to the counter, and loses the unit of a cancel or an expiry when it
+// dies between the two; AsyncCounterSale refuses a window, its 201 coming
+// before the order exists (docs/designs.md, "With a payment window").
 package seckill

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -101,7 +102,7 @@ func (s *Service) Pay(ctx context.Context, orderID int64, userID string) (*Order
 		}
 		return o, err
 	}
-	return s.pay(ctx, Payment{OrderID: orderID, UserID: userID})
+	return s.pays.pay(ctx, Payment{OrderID: orderID, UserID: userID})
 }
 
 // Cancel cancels userID's pending order: it becomes cancelled, and its
@@ -148,13 +149,26 @@ const expiryWaiters = 8
 // many orders it expired. Every replica runs it (RunExpiry): two at once
 // take turns at each product's lock, and the second finds nothing due.
 func (s *Service) ExpireDue(ctx context.Context) (int, error) {
-	now := s.now().UTC()
+	round := s.expireRound
+	if s.unsafeExp == ExpiryUnlocked {
+		round = s.expireUnlocked
+	}
+	return expireDue(ctx, s.store, s.now().UTC(), round)
+}
+
+// expireDue is every design's pass of expiry: it looks for the products
+// with orders due by now and hands them to round, up to
+// commitMaxProducts at a time; round expires what it can and says how
+// many orders it expired. A product is handed over once per pass: one
+// that round could not expire (its lock held elsewhere, a failed write)
+// waits for the next pass.
+func expireDue(ctx context.Context, store Store, now time.Time, round func(ctx context.Context, products []int64, now time.Time) int) (int, error) {
 	tried := map[int64]bool{}
 	total := 0
 	for {
 		// One look for many rounds' products: each look scans the due
 		// orders' index up to now.
-		due, err := s.store.DueProducts(ctx, now, dueLookMax)
+		due, err := store.DueProducts(ctx, now, dueLookMax)
 		if err != nil {
 			return total, err
 		}
@@ -166,15 +180,11 @@ func (s *Service) ExpireDue(ctx context.Context) (int, error) {
 			}
 		}
 		if len(fresh) == 0 {
-			return total, nil // every product due was tried: its lock was not had
+			return total, nil // every product due was tried
 		}
 		for len(fresh) > 0 {
 			n := min(len(fresh), commitMaxProducts)
-			if s.unsafeExp == ExpiryUnlocked {
-				total += s.expireUnlocked(ctx, fresh[:n], now)
-			} else {
-				total += s.expireRound(ctx, fresh[:n], now)
-			}
+			total += round(ctx, fresh[:n], now)
 			fresh = fresh[n:]
 			if err := ctx.Err(); err != nil {
 				return total, err
@@ -281,13 +291,19 @@ func (s *Service) expireHeld(ctx context.Context, held []heldProduct, now time.T
 		}
 		ids = append(ids, expired[i]...)
 	}
+	return markExpired(ctx, s.store, ids, s.now, s.rec, s.log)
+}
+
+// markExpired records when the orders ids, whose expiry has committed,
+// came back (Store.MarkClosed), counts them, and returns how many.
+func markExpired(ctx context.Context, store Store, ids []int64, now func() time.Time, rec Recorder, log *slog.Logger) int {
 	if len(ids) == 0 {
 		return 0
 	}
-	if err := s.store.MarkClosed(context.WithoutCancel(ctx), ids, s.now()); err != nil {
-		s.log.Warn("expiry: record when the orders expired", "orders", len(ids), "err", err)
+	if err := store.MarkClosed(context.WithoutCancel(ctx), ids, now()); err != nil {
+		log.Warn("expiry: record when the orders expired", "orders", len(ids), "err", err)
 	}
-	s.rec.OrdersClosed(OrderExpired, len(ids))
+	rec.OrdersClosed(OrderExpired, len(ids))
 	return len(ids)
 }
 
@@ -322,6 +338,11 @@ func (s *Service) expireUnlocked(ctx context.Context, products []int64, now time
 // this replica. Every replica runs one; there is no coordinator. A pass
 // that fails is logged, and the next one tries again.
 func (s *Service) RunExpiry(ctx context.Context, every time.Duration) {
+	runExpiry(ctx, every, s.ExpireDue, s.log)
+}
+
+// runExpiry calls expire every interval until ctx ends.
+func runExpiry(ctx context.Context, every time.Duration, expire func(context.Context) (int, error), log *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -330,15 +351,15 @@ func (s *Service) RunExpiry(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		if _, err := s.ExpireDue(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("expiry pass", "err", err)
+		if _, err := expire(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("expiry pass", "err", err)
 		}
 	}
 }
 
-// Pay, for a design whose orders are final at once (every design without
-// a lock, so far): an order is paid when it is made, so there is nothing
-// to pay; the error says which state the order is in.
+// Pay, for a design whose orders are final at once (redis-counter-async,
+// which has no payment window): an order is paid when it is made, so
+// there is nothing to pay; the error says which state the order is in.
 func (c catalog) Pay(ctx context.Context, orderID int64, userID string) (*Order, error) {
 	return nil, c.finalMove(ctx, orderID, userID)
 }

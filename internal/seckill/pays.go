@@ -47,12 +47,32 @@ type pays = line[*payCall, payResult]
 // leader's payer leaves, since it pays for the others too.
 const payTimeout = 10 * time.Second
 
+// payWrite writes a batch of payments, as Store.PayOrders does: an error
+// per payment that may not be made, or err for a failure of the whole
+// call, which then writes nothing. The locked and conditional designs
+// write with Store.PayOrders; redis-counter writes the orders alone and
+// then tells its counter (counter_sale.go).
+type payWrite func(ctx context.Context, ps []Payment, now time.Time) (orders []*Order, errs []error, err error)
+
+// payments is a process's shared payments: its line, and how a batch is
+// written.
+type payments struct {
+	line  pays
+	write payWrite
+	now   func() time.Time
+	rec   Recorder
+}
+
+func newPayments(write payWrite, now func() time.Time, rec Recorder) *payments {
+	return &payments{line: newLine[*payCall, payResult](), write: write, now: now, rec: rec}
+}
+
 // pay makes p together with the other payments waiting in this process.
-func (s *Service) pay(ctx context.Context, p Payment) (*Order, error) {
+func (ps *payments) pay(ctx context.Context, p Payment) (*Order, error) {
 	c := &payCall{seat: newSeat[payResult](), pay: p}
-	q, lead, _ := s.pays.join(paysKey, c, unbounded)
+	q, lead, _ := ps.line.join(paysKey, c, unbounded)
 	if !lead {
-		t, left := s.pays.wait(ctx, q, c, nil)
+		t, left := ps.line.wait(ctx, q, c, nil)
 		if left != nil {
 			return nil, fmt.Errorf("order %d: the payer left before the payment was made: %w: %w", p.OrderID, ErrBusy, left)
 		}
@@ -60,16 +80,16 @@ func (s *Service) pay(ctx context.Context, p Payment) (*Order, error) {
 			return t.answer.order, t.answer.err
 		}
 	}
-	defer s.pays.handOn(paysKey, q, c)
-	batch, _, _ := s.pays.take(q, c, payBatchMax, nil)
+	defer ps.line.handOn(paysKey, q, c)
+	batch, _, _ := ps.line.take(q, c, payBatchMax, nil)
 	mine := serveTaken(batch, c, payResult{err: errPayAborted}, func() []payResult {
-		ps := make([]Payment, len(batch))
+		pays := make([]Payment, len(batch))
 		for i, b := range batch {
-			ps[i] = b.pay
+			pays[i] = b.pay
 		}
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), payTimeout)
 		defer cancel()
-		orders, errs, err := s.store.PayOrders(pctx, ps, s.now().UTC())
+		orders, errs, err := ps.write(pctx, pays, ps.now().UTC())
 		answers := make([]payResult, len(batch))
 		paid := 0
 		for i := range batch {
@@ -85,12 +105,15 @@ func (s *Service) pay(ctx context.Context, p Payment) (*Order, error) {
 			}
 		}
 		if paid > 0 {
-			s.rec.OrdersClosed(OrderPaid, paid)
+			ps.rec.OrdersClosed(OrderPaid, paid)
 		}
 		return answers
 	})
 	return mine.order, mine.err
 }
+
+// products is how many queues the line keeps: one while anyone pays.
+func (ps *payments) products() int { return ps.line.products() }
 
 // errPayAborted answers the payers of a shared payment whose leader
 // panicked.

@@ -36,6 +36,8 @@ type Options struct {
 	// is pending until the buyer pays or cancels within PayWindow, or a
 	// replica expires it and its unit goes back on sale
 	// (docs/reservations.md). 0: orders are created paid, final at once.
+	// The locked, conditional and redis-counter designs have it;
+	// redis-counter-async refuses it (counter_async.go).
 	PayWindow time.Duration
 
 	// UnsafeExpiry and UnsafePayLate switch off one safeguard of a
@@ -48,7 +50,10 @@ type Options struct {
 
 	// ExpiryChaos, when set, is called inside an expiry's critical
 	// section, with the products whose locks it holds, before it writes:
-	// as Chaos is for purchases.
+	// as Chaos is for purchases. In redis-counter it is called between
+	// the database's move of cancelled or expired orders and the give-back
+	// of their units to the counter, cancels included: where a crash
+	// loses those units. The conditional design has no such step.
 	ExpiryChaos func(ctx context.Context, products []int64)
 
 	// Recorder is told how each purchase ended. Default: nobody.
@@ -107,7 +112,7 @@ type Service struct {
 	commits            commits
 	rounds             chan struct{} // one token per round at work (commit.go)
 	reads              reads
-	pays               pays
+	pays               *payments
 }
 
 // NewService returns a Service that locks with locker and keeps its data in
@@ -133,7 +138,6 @@ func NewService(locker Locker, store Store, opts Options) *Service {
 		commits:     newLine[*holdCall, holdResult](),
 		rounds:      make(chan struct{}, commitRounds),
 		reads:       newLine[*readCall, readResult](),
-		pays:        newLine[*payCall, payResult](),
 	}
 	if opts.UnsafeExpiry != ExpirySafe || opts.UnsafePayLate {
 		u, ok := store.(UnsafeLifeStore)
@@ -175,6 +179,7 @@ func NewService(locker Locker, store Store, opts Options) *Service {
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	s.pays = newPayments(store.PayOrders, s.now, s.rec)
 	return s
 }
 

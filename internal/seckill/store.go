@@ -199,6 +199,18 @@ type ConditionalStore interface {
 	// Restock, in one transaction, sets the product's stock and returns
 	// the product as that write left it.
 	Restock(ctx context.Context, productID, stock int64) (*Product, error)
+	// CancelConditionally moves order id of userID from pending to
+	// cancelled, as PayOrders moves one to paid (with its errors), and
+	// its unit from reserved back to the product's stock, in one
+	// transaction, with no fence: the stock is added to, never written
+	// as a value read.
+	CancelConditionally(ctx context.Context, id int64, userID string, now time.Time) (*Order, error)
+	// ExpireConditionally, in one transaction, moves each product's
+	// pending orders whose window ended by now to expired, and their
+	// units from reserved back to the stock, with no fence, and returns
+	// the ids of each product's expired orders. err is a failure of the
+	// whole call, which then writes nothing.
+	ExpireConditionally(ctx context.Context, productIDs []int64, now time.Time) ([][]int64, error)
 }
 
 // CounterStore is the Store of the counter designs, where a counter in
@@ -225,4 +237,20 @@ type CounterStore interface {
 	// the same orders twice writes them once. It returns how many it
 	// inserted.
 	WriteOrders(ctx context.Context, orders []*Order) (int, error)
+
+	// The moves of a reservation's life with the orders alone: the
+	// counter, not the product's row, keeps the units' counts.
+
+	// OrdersByID returns the orders ids, by id; an id with no order is
+	// left out.
+	OrdersByID(ctx context.Context, ids []int64) (map[int64]*Order, error)
+	// PayOrderRows is PayOrders that leaves the products' counts alone.
+	PayOrderRows(ctx context.Context, pays []Payment, now time.Time) (orders []*Order, errs []error, err error)
+	// CancelOrderRow is ConditionalStore.CancelConditionally that leaves
+	// the product's counts alone.
+	CancelOrderRow(ctx context.Context, id int64, userID string, now time.Time) (*Order, error)
+	// ExpireOrderRows is ConditionalStore.ExpireConditionally that
+	// leaves the products' counts alone, and returns each product's
+	// expired orders, with their users.
+	ExpireOrderRows(ctx context.Context, productIDs []int64, now time.Time) ([][]*Order, error)
 }
