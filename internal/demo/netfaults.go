@@ -59,12 +59,16 @@ const (
 	// netLockWait is the buyers' wait for the lock: a replica can take
 	// seconds to serve its burst before its first acquisition, and with
 	// the default 2 s every buyer could give up first, leaving no
-	// critical section for the fault.
-	netLockWait = 5 * time.Second
+	// critical section for the fault. It covers takeoverWait, so that
+	// buyers still wait while the others take over.
+	netLockWait = 9 * time.Second
 	// takeoverWait bounds the critical section's wait for another replica
 	// to sell; it is shorter than the service's bound on a batch's work
-	// (10 s), so the write still comes.
-	takeoverWait = 5 * time.Second
+	// (10 s), so the write still comes. On a loaded machine the takeover
+	// (linkTTL, then the waiters' re-check) has taken more than 5 s: the
+	// wait ends as soon as the others sold, so only a row whose fault
+	// failed waits it out.
+	takeoverWait = 8 * time.Second
 	// firstHoldWait bounds how long the other replicas' buyers wait at the
 	// door for the fault before they go in anyway (the row then shows no
 	// fault).
