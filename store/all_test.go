@@ -19,6 +19,7 @@ import (
 // among its own users only (a user who bought another product is not its
 // buyer), and a missing product left out.
 func TestProductsAndBuyers(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
@@ -49,6 +50,7 @@ func TestProductsAndBuyers(t *testing.T) {
 // its own (a token not above its product's fence, or no such product),
 // and the reads of the products claimed come after every claim.
 func TestClaimAndReadAll(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
@@ -90,6 +92,7 @@ func TestClaimAndReadAll(t *testing.T) {
 // moved on writes nothing and is refused alone; the others are written,
 // each order with its id, stock and sold set.
 func TestPlaceOrdersAllRefusesEachProductOnItsOwn(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
@@ -157,6 +160,7 @@ func TestPlaceOrdersAllRefusesEachProductOnItsOwn(t *testing.T) {
 // writes nothing; the nine others are written. Nothing of it is answered
 // for a product that did not have the duplicate.
 func TestPlaceOrdersAllRefusesAnotherWritersDuplicateAlone(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
@@ -207,6 +211,7 @@ func TestPlaceOrdersAllRefusesAnotherWritersDuplicateAlone(t *testing.T) {
 // opposite orders (a holder whose lease ran out, and its successor) do not
 // deadlock: each locks the rows by product id.
 func TestPlaceOrdersAllInOppositeOrdersDoNotDeadlock(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
@@ -258,6 +263,7 @@ func TestPlaceOrdersAllInOppositeOrdersDoNotDeadlock(t *testing.T) {
 // once per pair. The control, a row value IN the list of pairs, is planned
 // as a scan of every order, which the check must catch.
 func TestSQLiteBuyerLookupUsesTheIndex(t *testing.T) {
+	t.Parallel()
 	db := t.TempDir() + "/seckill.db"
 	open(t, db)
 	raw := rawDB(t, db)
@@ -295,6 +301,7 @@ func TestSQLiteBuyerLookupUsesTheIndex(t *testing.T) {
 // statements of one product then): the same answers as for several, a
 // refused claim or write and a missing product included.
 func TestAllOfOneProduct(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()

@@ -20,6 +20,7 @@ import (
 // checked by a read before the update instead of in its WHERE clause,
 // PostgreSQL's concurrent transactions would all pass the check.
 func TestBuyConditionallySellsExactlyTheStock(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		ctx := context.Background()
 		// Two handles, as two replicas would have.
@@ -59,6 +60,7 @@ func TestBuyConditionallySellsExactlyTheStock(t *testing.T) {
 }
 
 func TestBuyConditionallyRefusals(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		ctx := context.Background()
 		st := open(t, db)
@@ -98,6 +100,7 @@ func TestBuyConditionallyRefusals(t *testing.T) {
 }
 
 func TestRestockAnswersTheStateItWrote(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		ctx := context.Background()
 		st := open(t, db)
@@ -119,6 +122,7 @@ func TestRestockAnswersTheStateItWrote(t *testing.T) {
 // recorded supply; a restock's record lands only when its generation is
 // newer, whatever the order the records arrive in.
 func TestSupplyAndRecordRestock(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		ctx := context.Background()
 		st := open(t, db)
@@ -168,6 +172,7 @@ func TestSupplyAndRecordRestock(t *testing.T) {
 // and before acknowledging, and the writer that claimed its orders) writes
 // each once; an order whose user already has one is skipped too.
 func TestWriteOrdersIsIdempotent(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		ctx := context.Background()
 		st := open(t, db)
@@ -196,6 +201,7 @@ func TestWriteOrdersIsIdempotent(t *testing.T) {
 
 // A database keeps its id across opens, and two databases have two.
 func TestDatabaseID(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.db")
 	first := open(t, path).ID()
@@ -212,6 +218,7 @@ func TestDatabaseID(t *testing.T) {
 
 // Replicas opening a new database together agree on its id.
 func TestDatabaseIDOfConcurrentOpens(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		ids := make([]string, 4)
 		errs := make([]error, 4)

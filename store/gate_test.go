@@ -14,6 +14,7 @@ import (
 // up when its context ends having written nothing, and writes once the
 // gate is free; reads do not wait for it.
 func TestSQLiteWritersTakeTurnsAtTheGate(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir()+"/seckill.db")
 	p := newProduct(t, s, 5)
 	ctx := context.Background()

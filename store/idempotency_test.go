@@ -50,6 +50,7 @@ func sameReply(t *testing.T, got, want seckill.Reply) {
 // by another request, answered, and then replayed to every retry; another
 // user's equal key is another key.
 func TestClaimKey(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
@@ -93,6 +94,7 @@ func TestClaimKey(t *testing.T) {
 // A released key is new again; an attempt that no longer holds its key can
 // neither release it nor answer for it.
 func TestReleaseKey(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
@@ -122,6 +124,7 @@ func TestReleaseKey(t *testing.T) {
 // it was only slow, can no longer answer for it or release it. Up to the
 // limit, the first attempt keeps it.
 func TestTakeOverStaleKey(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
@@ -157,6 +160,7 @@ func TestTakeOverStaleKey(t *testing.T) {
 // replicas (store handles), get it once: the others find it in flight.
 // Stale retries that take it over at once take it over once.
 func TestConcurrentClaimsOfOneKey(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		const n = 8
 		stores := make([]*store.Store, 4)
@@ -204,6 +208,7 @@ func TestConcurrentClaimsOfOneKey(t *testing.T) {
 // ExpireKeys deletes the keys first claimed before the cut, but not one
 // whose attempt may still be running, and at most limit at a time.
 func TestExpireKeys(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
@@ -251,6 +256,7 @@ func TestExpireKeys(t *testing.T) {
 // find the key in flight. Here the retries are made to wait at the takeover
 // together, behind a transaction that holds the row.
 func TestPostgresStaleRetriesTakeOverOnce(t *testing.T) {
+	t.Parallel()
 	db := pgtest.Database(t)
 	s, raw := open(t, db), rawDB(t, db)
 	t0 := time.Now().Truncate(time.Millisecond)

@@ -16,6 +16,7 @@ import (
 // user's, a second payment of one order, a window that has ended, an
 // order paid already) change nothing and get their rule's error.
 func TestPayOrdersDecidesEachPayment(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()

@@ -15,6 +15,7 @@ import (
 // The fast path's read: the product, and which of the buyers asked for
 // (not another buyer, nor one of another product) have an order for it.
 func TestProductAndBuyers(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
@@ -41,6 +42,7 @@ func TestProductAndBuyers(t *testing.T) {
 // the claim left it and the buyers among the users asked for; an equal or
 // smaller one is refused and changes nothing.
 func TestClaimAndRead(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
@@ -74,6 +76,7 @@ func TestClaimAndRead(t *testing.T) {
 // A batch of orders: each stored with its own fence and time, ids in the
 // batch's order, sold counting all of them; an empty batch is refused.
 func TestPlaceOrdersKeepsEachOrder(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()

@@ -25,6 +25,7 @@ import (
 // orders through idx_orders_product_id, at some size or other; the test
 // fails if it never is, since it would then show nothing.
 func TestPostgresPlansUseTheBuyerIndex(t *testing.T) {
+	t.Parallel()
 	db := pgtest.Database(t)
 	s := open(t, db)
 	ctx := context.Background()

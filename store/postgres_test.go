@@ -56,6 +56,7 @@ func order(productID, token int64, user string) *seckill.Order {
 // then goes through, so it is the repeated fence condition that refuses,
 // not the lock.
 func TestPostgresStaleWriteWaitsForNewerClaimAndIsRefused(t *testing.T) {
+	t.Parallel()
 	for _, fenced := range []bool{true, false} {
 		name := "fenced"
 		if !fenced {
@@ -122,6 +123,7 @@ func TestPostgresStaleWriteWaitsForNewerClaimAndIsRefused(t *testing.T) {
 // And the claim leaves nothing open: the stale holder is refused at once
 // afterwards, and the new holder writes without waiting.
 func TestPostgresClaimWaitsForEarlierWriteAndReadSeesIt(t *testing.T) {
+	t.Parallel()
 	db := pgtest.Database(t)
 	earlier, newer := open(t, db), open(t, db)
 	raw := rawDB(t, db)
@@ -191,6 +193,7 @@ func TestPostgresClaimWaitsForEarlierWriteAndReadSeesIt(t *testing.T) {
 // order of the other buyers. The control: when the other transaction rolls
 // back instead, the same batch goes through.
 func TestPostgresConcurrentDuplicateRollsBackTheBatch(t *testing.T) {
+	t.Parallel()
 	for _, commit := range []bool{true, false} {
 		name := "other-commits"
 		if !commit {
@@ -254,6 +257,7 @@ func TestPostgresConcurrentDuplicateRollsBackTheBatch(t *testing.T) {
 // control: with the timeout off, the claim is still waiting when its own
 // deadline ends it.
 func TestPostgresFrozenTransactionIsEnded(t *testing.T) {
+	t.Parallel()
 	for _, timeout := range []string{"300ms", "0"} {
 		t.Run("idle_in_transaction_session_timeout="+timeout, func(t *testing.T) {
 			db := pgtest.Database(t)
@@ -301,6 +305,7 @@ func TestPostgresFrozenTransactionIsEnded(t *testing.T) {
 // The store runs at READ COMMITTED whatever the database's default: here
 // the database says SERIALIZABLE, which a plain connection gets.
 func TestPostgresPinsReadCommitted(t *testing.T) {
+	t.Parallel()
 	db := pgtest.Database(t)
 	u, _ := url.Parse(db)
 	raw := rawDB(t, db)
@@ -321,6 +326,7 @@ func TestPostgresPinsReadCommitted(t *testing.T) {
 // A bad PostgreSQL URL is refused before any connection, with a message
 // that says what is wrong and never shows the password.
 func TestPostgresBadURL(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ url, want string }{
 		{"postgres://u:s3cret@127.0.0.1:notaport/shop", "port"},
 		{"postgres://u:s3cret@127.0.0.1:70000/shop", "port"},
@@ -351,6 +357,7 @@ func TestPostgresBadURL(t *testing.T) {
 // reason, both when nothing listens and when something listens but never
 // answers; the second is bounded by the connect timeout, not the kernel's.
 func TestPostgresUnreachable(t *testing.T) {
+	t.Parallel()
 	refused, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -395,6 +402,7 @@ func TestPostgresUnreachable(t *testing.T) {
 // The pool is sized by the default or by pool_max_conns, which is not sent
 // to the server (it would refuse an unknown parameter).
 func TestPostgresPoolSize(t *testing.T) {
+	t.Parallel()
 	db := pgtest.Database(t)
 	if got := store.MaxOpenConns(open(t, db)); got != 16 {
 		t.Errorf("default pool: got %d, want 16", got)
@@ -405,6 +413,7 @@ func TestPostgresPoolSize(t *testing.T) {
 }
 
 func TestRedact(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"seckill.db": "seckill.db",
 		"postgres://u:pw@db:5432/shop?sslmode=disable": "postgres://u:xxxxx@db:5432/shop?sslmode=disable",
@@ -423,6 +432,7 @@ func TestRedact(t *testing.T) {
 // driver's simple-protocol statements need the client encoding UTF8, which
 // the store asks for whatever the database's default.
 func TestPostgresDatabaseWithoutUTF8(t *testing.T) {
+	t.Parallel()
 	db := pgtest.Database(t)
 	raw := rawDB(t, db)
 	name := "ascii_" + strings.TrimPrefix(mustParse(t, db).Path, "/")
@@ -459,6 +469,7 @@ func mustParse(t *testing.T, raw string) *url.URL {
 // it), which then pay for planning on every run. The plans are the ones
 // TestPostgresPlansUseTheBuyerIndex checks.
 func TestPostgresPlansEachStatementOnce(t *testing.T) {
+	t.Parallel()
 	s := open(t, pgtest.Database(t)+"&pool_max_conns=1")
 	ctx := context.Background()
 	p, q := newProduct(t, s, 5), newProduct(t, s, 5)

@@ -30,6 +30,7 @@ func catalog(t *testing.T, s *store.Store) (a, b, c, d int64) {
 // The products asked for, each once, by id, as the database has them; an
 // id with no product is left out.
 func TestProductsByID(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
@@ -57,6 +58,7 @@ func TestProductsByID(t *testing.T) {
 // (where NOT IN () would be wrong SQL, and NOT IN (NULL) would match no
 // row), every product.
 func TestInventory(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()

@@ -20,6 +20,7 @@ import (
 // Paging with the cursor returns every order exactly once, in id order,
 // also while orders are being added between the pages.
 func TestOrdersCursorSeesEveryOrderOnce(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
@@ -132,6 +133,7 @@ func writeOldDatabase(t *testing.T, db string) {
 // Opening a database of the old schema adds sold and fills it from the
 // orders, once, also when several replicas open it at the same moment.
 func TestMigrateFillsSoldFromOrders(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		writeOldDatabase(t, db)
 		fillOrders(t, db, 1, 3)
@@ -179,6 +181,7 @@ func TestMigrateFillsSoldFromOrders(t *testing.T) {
 // An unfenced write-back that oversells shows in sold: every insert counts,
 // while the stock written back is the stale value read before.
 func TestUnfencedOversellShowsInSold(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
@@ -204,6 +207,7 @@ func TestUnfencedOversellShowsInSold(t *testing.T) {
 
 // PlaceOrders writes a whole batch, or, under a moved fence, nothing.
 func TestPlaceOrdersBatch(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()

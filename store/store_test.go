@@ -19,6 +19,7 @@ import (
 // other's migration: on SQLite the immediate transaction, on PostgreSQL the
 // advisory lock, makes them take turns.
 func TestOpenConcurrently(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		var wg sync.WaitGroup
 		stores := make([]*store.Store, 8)
@@ -46,6 +47,7 @@ func TestOpenConcurrently(t *testing.T) {
 }
 
 func TestOpenRejects(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, db := range []string{"", filepath.Join(dir, "a?b.db"), "mysql://u:secret@127.0.0.1/shop"} {
 		s, err := store.Open(db)
@@ -65,6 +67,7 @@ func TestOpenRejects(t *testing.T) {
 }
 
 func TestMemory(t *testing.T) {
+	t.Parallel()
 	s := open(t, ":memory:")
 	p := newProduct(t, s, 1)
 	if _, err := s.Product(context.Background(), p.ID); err != nil {
@@ -73,6 +76,7 @@ func TestMemory(t *testing.T) {
 }
 
 func TestProductNotFound(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
@@ -86,6 +90,7 @@ func TestProductNotFound(t *testing.T) {
 }
 
 func TestClaimFence(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
@@ -109,6 +114,7 @@ func TestClaimFence(t *testing.T) {
 }
 
 func TestPlaceOrderFenced(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
@@ -164,6 +170,7 @@ func TestPlaceOrderFenced(t *testing.T) {
 }
 
 func TestUnfencedWrites(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()
@@ -190,6 +197,7 @@ func TestUnfencedWrites(t *testing.T) {
 }
 
 func TestOrdersPage(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		s := open(t, db)
 		ctx := context.Background()

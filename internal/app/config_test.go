@@ -19,6 +19,7 @@ func envOf(m map[string]string) func(string) string {
 }
 
 func TestParseConfigDefaults(t *testing.T) {
+	t.Parallel()
 	cfg, err := app.ParseConfig("serve", nil, envOf(nil), io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +35,7 @@ func TestParseConfigDefaults(t *testing.T) {
 }
 
 func TestParseConfigEnvAndFlags(t *testing.T) {
+	t.Parallel()
 	env := envOf(map[string]string{
 		"ADDR": ":9000", "REDIS_ADDR": "r:1", "DATABASE": "env.db", "ADMIN_TOKEN": "envtok",
 		"LOCK": "local", "LOCK_TTL": "3s", "LOCK_WAIT": "1s", "LOCK_RENEW": "false",
@@ -53,6 +55,7 @@ func TestParseConfigEnvAndFlags(t *testing.T) {
 }
 
 func TestParseConfigErrors(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		env  map[string]string
 		args []string
@@ -91,6 +94,7 @@ func TestParseConfigErrors(t *testing.T) {
 }
 
 func TestParseConfigRedisAddrs(t *testing.T) {
+	t.Parallel()
 	cfg, err := app.ParseConfig("serve", nil, envOf(map[string]string{"REDIS_ADDRS": "a:1, b:2,c:3"}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +114,7 @@ func TestParseConfigRedisAddrs(t *testing.T) {
 // Environ is what a replica started in a process of its own reads: every
 // setting must come back as it was, defaults and changed ones alike.
 func TestEnvironRoundTrips(t *testing.T) {
+	t.Parallel()
 	for name, env := range map[string]map[string]string{
 		"defaults": nil,
 		"changed": {

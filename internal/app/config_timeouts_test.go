@@ -10,6 +10,7 @@ import (
 )
 
 func TestHTTPTimeoutDefaults(t *testing.T) {
+	t.Parallel()
 	cfg, err := app.ParseConfig("serve", nil, envOf(nil), io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -32,6 +33,7 @@ func TestHTTPTimeoutDefaults(t *testing.T) {
 }
 
 func TestHTTPTimeoutsFromEnvAndFlags(t *testing.T) {
+	t.Parallel()
 	env := envOf(map[string]string{"READ_TIMEOUT": "5s", "WRITE_TIMEOUT": "30s", "IDLE_TIMEOUT": "90s"})
 	cfg, err := app.ParseConfig("serve", nil, env, io.Discard)
 	if err != nil {
@@ -51,6 +53,7 @@ func TestHTTPTimeoutsFromEnvAndFlags(t *testing.T) {
 }
 
 func TestHTTPTimeoutErrors(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		env  map[string]string
 		args []string

@@ -16,6 +16,7 @@ import (
 )
 
 func TestParseConfigDesign(t *testing.T) {
+	t.Parallel()
 	cfg, err := app.ParseConfig("serve", nil, envOf(nil), io.Discard)
 	if err != nil || cfg.Design != app.DesignLock {
 		t.Fatalf("default design: got %q, %v; want lock", cfg.Design, err)
@@ -54,6 +55,7 @@ func TestParseConfigDesign(t *testing.T) {
 // 201s are orders once a replica has shut down: Close writes what is
 // queued.
 func TestDesignsServeTheSale(t *testing.T) {
+	t.Parallel()
 	for _, design := range []app.Design{app.DesignConditional, app.DesignCounter, app.DesignCounterAsync} {
 		t.Run(string(design), func(t *testing.T) {
 			pgtest.EachDB(t, func(t *testing.T, db string) {
@@ -87,6 +89,7 @@ func TestDesignsServeTheSale(t *testing.T) {
 // Readiness checks what the design uses: the conditional design is ready
 // with no Redis at all, the counter designs are not ready without theirs.
 func TestDesignReadiness(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	cond := c.replica(func(cfg *app.Config) { cfg.Design = app.DesignConditional; cfg.RedisAddr = "" })
 	ctr := c.replica(func(cfg *app.Config) { cfg.Design = app.DesignCounter })
@@ -113,6 +116,7 @@ func TestDesignReadiness(t *testing.T) {
 // stalled on its first batch (one order) while nine more are promised, and
 // only the flush after it stops can write those.
 func TestAsyncCloseWritesTheQueue(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	var calls atomic.Int32
 	srv := c.replica(func(cfg *app.Config) {
@@ -144,6 +148,7 @@ func TestAsyncCloseWritesTheQueue(t *testing.T) {
 // PAY_WINDOW is a setting of the designs with reservations, and refused,
 // with the reason, with the one that has none.
 func TestPayWindowDesigns(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		design app.Design
 		want   string // in the error; "" for none
@@ -223,6 +228,7 @@ func readLife(t *testing.T, h http.Handler, id int64) (lifeProduct, map[string]l
 // move their orders once, and the replicas' own expiry puts the unit of
 // the order left to lapse back on sale, with no call asking for it.
 func TestDesignsServeReservations(t *testing.T) {
+	t.Parallel()
 	for _, design := range []app.Design{app.DesignConditional, app.DesignCounter} {
 		t.Run(string(design), func(t *testing.T) {
 			c := newCluster(t)
@@ -265,6 +271,7 @@ func TestDesignsServeReservations(t *testing.T) {
 // request's wait there, and the derived write timeout outlasts it; in the
 // other designs only expiries, which no request waits for, make it.
 func TestChaosExpiryPauseIsARequestsWaitInRedisCounter(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		design app.Design
 		want   time.Duration

@@ -145,6 +145,7 @@ func user(name string) string { return `{"user_id":"` + name + `"}` }
 // with another request is refused and changes nothing; an error is
 // answered again as it was; another user's equal key is another key.
 func TestIdempotencyKeysOnARealServer(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		c := newClusterOn(t, db)
 		window := func(cfg *app.Config) { cfg.PayWindow = time.Hour }
@@ -258,6 +259,7 @@ func TestIdempotencyKeysOnARealServer(t *testing.T) {
 // at another replica and changes nothing; once the first has answered,
 // the retry gets its answer. The replica counts the conflict.
 func TestIdempotentRetryInFlightOnARealServer(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	inside, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -308,6 +310,7 @@ func TestIdempotentRetryInFlightOnARealServer(t *testing.T) {
 // then new again, and takes another request. Until then, that request is
 // refused.
 func TestIdempotencyKeysExpire(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	srv := c.replica(func(cfg *app.Config) { cfg.IdempotencyTTL = 200 * time.Millisecond })
 	url := serveHTTP(t, srv)
@@ -342,6 +345,7 @@ func TestIdempotencyKeysExpire(t *testing.T) {
 // nothing: its write is fenced off, and its answer is not recorded. Alice
 // has one order.
 func TestIdempotencyKeyOfAFrozenReplicaIsTakenOver(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	quick := func(cfg *app.Config) {
 		cfg.WriteTimeout = time.Second // the in-flight limit

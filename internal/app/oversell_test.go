@@ -16,6 +16,7 @@ import (
 // both read 5 and both write back 4 leaves 4 items after 2 sales; the
 // remaining 8 buyers then take at least those 4: at least 6 sold.
 func TestOversellWithoutDistributedLock(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: multi-replica sale")
 	}
@@ -48,6 +49,7 @@ func TestOversellWithoutDistributedLock(t *testing.T) {
 // (or they would meet and oversell), and exactly the stock is sold. local with one replica is correct too: its mutex is
 // exclusive within the process.
 func TestNoOversellWithExclusiveLock(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: multi-replica sale")
 	}
@@ -78,6 +80,7 @@ func TestNoOversellWithExclusiveLock(t *testing.T) {
 // fencing, the late writes are refused: no oversell, and the late holders
 // get 503.
 func TestLeaseExpiryFenced(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: multi-replica sale")
 	}
@@ -119,6 +122,7 @@ func TestLeaseExpiryFenced(t *testing.T) {
 // fence, A's write is refused and B's counts. With the fence off (the
 // unsafe switch), both write: two sold for one item.
 func TestLeaseExpiryCertain(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: multi-replica sale")
 	}

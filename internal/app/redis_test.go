@@ -104,6 +104,7 @@ func ready(srv *app.Server) (int, string) {
 // REDIS_URL carries the password and the database number; the lock's keys
 // land in that database.
 func TestRedisURLPasswordAndDB(t *testing.T) {
+	t.Parallel()
 	r := redistest.Start(t, "--requirepass", secret)
 	d := newDeployment(t)
 	url := func(cfg *app.Config) { cfg.RedisURL = "redis://:" + secret + "@" + r.Addr() + "/3" }
@@ -127,6 +128,7 @@ func TestRedisURLPasswordAndDB(t *testing.T) {
 // A wrong or missing password, an unreachable server and TLS against a
 // server without it: each a prompt error naming REDIS_URL, password masked.
 func TestRedisURLRefused(t *testing.T) {
+	t.Parallel()
 	r := redistest.Start(t, "--requirepass", "right-one")
 	down := redistest.Start(t)
 	_ = down.Stop()
@@ -142,6 +144,7 @@ func TestRedisURLRefused(t *testing.T) {
 // sentinels, every acquisition acknowledged by the replica) and sell
 // exactly the stock.
 func TestSentinelReplicas(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: Redis with Sentinel")
 	}
@@ -176,6 +179,7 @@ func TestSentinelReplicas(t *testing.T) {
 // sentinel password, the wrong master password: each a prompt error that
 // says which.
 func TestSentinelRefused(t *testing.T) {
+	t.Parallel()
 	s := redistest.StartSentinel(t, "seckill", redistest.SentinelOptions{Password: secret, SentinelPassword: secret + "-s"})
 	down := redistest.Start(t)
 	_ = down.Stop()
@@ -199,6 +203,7 @@ func TestSentinelRefused(t *testing.T) {
 // products, whose locks live in different slots; readiness fails when a
 // master is gone.
 func TestClusterReplicas(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a Redis Cluster")
 	}
@@ -234,6 +239,7 @@ func TestClusterReplicas(t *testing.T) {
 // REDIS_ADDR with a wrong password, or none, says so in one line; a
 // Config without any Redis is refused.
 func TestRedisAddrRefused(t *testing.T) {
+	t.Parallel()
 	r := redistest.Start(t, "--requirepass", "right-one")
 	d := newDeployment(t)
 	d.refused(func(cfg *app.Config) { cfg.RedisAddr, cfg.RedisPassword = r.Addr(), secret }, "REDIS_ADDR", r.Addr(), "WRONGPASS")
@@ -243,6 +249,7 @@ func TestRedisAddrRefused(t *testing.T) {
 
 // A server that is not in cluster mode, given as a cluster node.
 func TestClusterRefused(t *testing.T) {
+	t.Parallel()
 	r := redistest.Start(t)
 	down := redistest.Start(t)
 	_ = down.Stop()
@@ -254,6 +261,7 @@ func TestClusterRefused(t *testing.T) {
 // The start-up log line names the Redis by its URL with the password
 // masked; the password shows nowhere in the output.
 func TestRunLogsRedisURLMasked(t *testing.T) {
+	t.Parallel()
 	r := redistest.Start(t, "--requirepass", secret)
 	addr := freeAddr(t)
 	env := envOf(map[string]string{

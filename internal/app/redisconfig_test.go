@@ -11,6 +11,7 @@ import (
 )
 
 func TestParseConfigRedisDeployments(t *testing.T) {
+	t.Parallel()
 	cfg, err := app.ParseConfig("serve", nil, envOf(map[string]string{
 		"REDIS_SENTINEL_MASTER": "mymaster", "REDIS_SENTINEL_ADDRS": "s1:26379, s2:26379,,s3:26379",
 		"REDIS_PASSWORD": "pw", "REDIS_SENTINEL_PASSWORD": "spw", "LOCK_WAIT_REPLICAS": "1",
@@ -49,6 +50,7 @@ func TestParseConfigRedisDeployments(t *testing.T) {
 // Contradictory or incomplete Redis settings are refused with a message
 // that names them, and never shows a password.
 func TestParseConfigRedisRefusals(t *testing.T) {
+	t.Parallel()
 	const pw = "hunter22"
 	for _, tt := range []struct {
 		env  map[string]string

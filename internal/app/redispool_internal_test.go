@@ -13,6 +13,7 @@ import (
 // A replica's Redis client keeps up to redisPoolSize connections, not
 // go-redis's 10 per CPU, unless REDIS_URL's pool_size says otherwise.
 func TestRedisPoolSize(t *testing.T) {
+	t.Parallel()
 	r := redistest.Start(t)
 	for _, tc := range []struct {
 		name string

@@ -14,6 +14,7 @@ import (
 // REDIS_ADDRS: two replicas lock with Redlock over three masters, one of
 // them down from the start. Exactly the stock is sold.
 func TestRedlockReplicas(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: multi-replica sale on three Redis servers")
 	}
@@ -48,6 +49,7 @@ func TestRedlockReplicas(t *testing.T) {
 }
 
 func TestRedlockNeedsAQuorumAtStart(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	up := redistest.Start(t)
 	d1, d2 := redistest.Start(t), redistest.Start(t)
@@ -66,6 +68,7 @@ func TestRedlockNeedsAQuorumAtStart(t *testing.T) {
 // purchase sells. (A lower bound on the slow nodes' answers, and an upper
 // one on nothing: no machine speed turns the first case into a sale.)
 func TestRedlockNodeTimeout(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: Redlock on three Redis servers, two behind slow links")
 	}

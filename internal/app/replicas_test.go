@@ -12,6 +12,7 @@ import (
 
 // Two replicas, 1,000 distinct buyers at once, 100 items: exactly 100 sold.
 func TestTwoReplicasThousandBuyers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: multi-replica sale")
 	}
@@ -62,6 +63,7 @@ func TestTwoReplicasThousandBuyers(t *testing.T) {
 // A restock after a sell-out is seen by both replicas at once: the
 // sold-out fast path reads the shared database, there is no cache.
 func TestRestockOnBothReplicas(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: multi-replica sale")
 	}

@@ -65,6 +65,7 @@ func healthy(url string) bool {
 // Main serves until its context ends, prints a random admin token once when
 // none is set, and returns nil after a clean shutdown.
 func TestRunServe(t *testing.T) {
+	t.Parallel()
 	r := redistest.Start(t)
 	addr := freeAddr(t)
 	env := envOf(map[string]string{
@@ -110,6 +111,7 @@ func TestRunServe(t *testing.T) {
 // Without Redis, serve says what it tried and how to get a Redis, and
 // creates no database file.
 func TestRunRedisUnreachable(t *testing.T) {
+	t.Parallel()
 	redisAddr := freeAddr(t) // nothing listens there
 	db := filepath.Join(t.TempDir(), "s.db")
 	env := envOf(map[string]string{"REDIS_ADDR": redisAddr, "DATABASE": db, "ADMIN_TOKEN": "x", "ADDR": freeAddr(t)})
@@ -131,6 +133,7 @@ func TestRunRedisUnreachable(t *testing.T) {
 // what is wrong and masks the password: a malformed URL before Redis is
 // even dialled (none is running here), an unreachable server after.
 func TestRunDatabaseErrors(t *testing.T) {
+	t.Parallel()
 	r := redistest.Start(t)
 	for _, tc := range []struct {
 		name, redis, db, want string
@@ -157,6 +160,7 @@ func TestRunDatabaseErrors(t *testing.T) {
 
 // On PostgreSQL, serve logs the database URL with its password masked.
 func TestRunServePostgresMasksThePassword(t *testing.T) {
+	t.Parallel()
 	r := redistest.Start(t)
 	db, _ := url.Parse(pgtest.Database(t))
 	db.User = url.UserPassword(db.User.Username(), "s3cret") // the test server trusts every local user
@@ -181,6 +185,7 @@ func TestRunServePostgresMasksThePassword(t *testing.T) {
 // -h prints the flags and is not an error. The command table around Main
 // is tested in package main.
 func TestMainHelp(t *testing.T) {
+	t.Parallel()
 	var out syncBuffer
 	if err := app.Main(context.Background(), []string{"-h"}, envOf(nil), &out, &out); err != nil || !strings.Contains(out.String(), "-redis-addr") {
 		t.Errorf("-h: got %v and %q, want nil and the flags", err, out.String())
@@ -190,6 +195,7 @@ func TestMainHelp(t *testing.T) {
 // Shutdown lets an in-flight purchase finish and release its lock before
 // Serve returns.
 func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	inside, proceed := make(chan struct{}), make(chan struct{})
 	var once sync.Once

@@ -11,6 +11,7 @@ import (
 // settings table, each with its flag (or none) and its variable; a setting
 // added, renamed or dropped in one place and not the other fails here.
 func TestConfigurationDocMatchesSettings(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)

@@ -112,6 +112,7 @@ func dripBody(t *testing.T, addr, path, body string, interval time.Duration) dri
 // body is answered 408 and cut off by READ_TIMEOUT, long before its body
 // is complete, and nothing is bought.
 func TestSlowBodyCutOff(t *testing.T) {
+	t.Parallel()
 	addr, h := serveLoopback(t, func(c *app.Config) { c.ReadTimeout = 300 * time.Millisecond })
 	id := createProduct(t, h, 5)
 	body := `{"user_id":"slow-0123456789"}` // 29 bytes: 2.9 s at one per 100 ms
@@ -131,6 +132,7 @@ func TestSlowBodyCutOff(t *testing.T) {
 // TestSlowBodyControlLongReadTimeout: the same client with a long
 // READ_TIMEOUT sends its whole body and buys.
 func TestSlowBodyControlLongReadTimeout(t *testing.T) {
+	t.Parallel()
 	addr, h := serveLoopback(t, func(c *app.Config) { c.ReadTimeout = time.Minute })
 	id := createProduct(t, h, 5)
 	body := `{"user_id":"slow-0123456789"}`
@@ -177,6 +179,7 @@ func idleConnection(t *testing.T, addr string, wait time.Duration) (closed bool)
 // TestIdleConnectionClosed: a keep-alive connection left idle is closed by
 // IDLE_TIMEOUT (300 ms here; the bound of 10 s only stops a hang).
 func TestIdleConnectionClosed(t *testing.T) {
+	t.Parallel()
 	addr, _ := serveLoopback(t, func(c *app.Config) { c.IdleTimeout = 300 * time.Millisecond })
 	if !idleConnection(t, addr, 10*time.Second) {
 		t.Fatal("the idle connection was still open after 10s (IDLE_TIMEOUT 300ms)")
@@ -186,6 +189,7 @@ func TestIdleConnectionClosed(t *testing.T) {
 // TestIdleConnectionControlLongIdleTimeout: with a long IDLE_TIMEOUT the
 // connection is still open after 1.5 s, so the check above can tell.
 func TestIdleConnectionControlLongIdleTimeout(t *testing.T) {
+	t.Parallel()
 	addr, _ := serveLoopback(t, func(c *app.Config) { c.IdleTimeout = time.Minute })
 	if idleConnection(t, addr, 1500*time.Millisecond) {
 		t.Fatal("the server closed an idle connection with IDLE_TIMEOUT 1m")
@@ -226,6 +230,7 @@ func slowPurchase(t *testing.T, writeTimeout time.Duration) int {
 // derived from them. With the derived default the same request is
 // answered.
 func TestWriteTimeoutCutsLongRequests(t *testing.T) {
+	t.Parallel()
 	if status := slowPurchase(t, 500*time.Millisecond); status != 0 {
 		t.Errorf("WRITE_TIMEOUT 500ms, 1.5s critical section: got %d, want the connection cut", status)
 	}

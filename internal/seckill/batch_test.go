@@ -84,6 +84,7 @@ func batchService(e *env, st *store.Store, rec *counts, opts seckill.Options) *s
 // winners' orders share the batch's fencing token, larger than an earlier
 // batch's.
 func TestBatchAppliesTheRulesInOrder(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		st := e.store()
@@ -138,6 +139,7 @@ func TestBatchAppliesTheRulesInOrder(t *testing.T) {
 // A purchase whose buyer leaves while it waits is not sold; the rest of
 // its batch is.
 func TestBatchLeavesOutACancelledPurchase(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		st := e.store()
@@ -173,6 +175,7 @@ func TestBatchLeavesOutACancelledPurchase(t *testing.T) {
 // A batch whose lease ran out and whose fence a newer holder claimed is
 // refused as a whole: every purchase in it hears busy, and none is sold.
 func TestBatchFenceRejectionFailsTheWholeBatch(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		stA, stB := e.store(), e.store()
@@ -225,6 +228,7 @@ func TestBatchFenceRejectionFailsTheWholeBatch(t *testing.T) {
 // Under a burst, every buyer gets an answer, nothing is oversold, and the
 // queue turns buyers away at once when it is full.
 func TestBatchBurst(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		stA, stB := e.store(), e.store()

@@ -105,6 +105,7 @@ func rounds(t *testing.T, svc *seckill.Service, rs *roundStore, products []*seck
 // are served by the next round, all together: their locks taken, their
 // fences claimed and read in one call, their orders written in one.
 func TestRoundServesEveryWaitingProductTogether(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		st := e.store()
@@ -147,6 +148,7 @@ func lens(s [][]int64) []int {
 // a purchase of another product that comes meanwhile is served by a round
 // of its own, and answered while the first is still stalled.
 func TestStalledRoundHoldsUpOnlyItsProducts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	st := e.store()
 	rs := newRoundStore(st)
@@ -188,6 +190,7 @@ func TestStalledRoundHoldsUpOnlyItsProducts(t *testing.T) {
 // claims before the round writes, that product's purchase is refused, and
 // the other's goes through: the fence refuses per product.
 func TestRoundRefusesOneProductsStaleWriteAlone(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		st := e.store()
@@ -238,6 +241,7 @@ func TestRoundRefusesOneProductsStaleWriteAlone(t *testing.T) {
 // did not make; every other product of the round is sold. The buyer's
 // retry then hears the truth.
 func TestRoundFailsOnlyTheProductWithADuplicate(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		st := e.store()
@@ -292,6 +296,7 @@ func TestRoundFailsOnlyTheProductWithADuplicate(t *testing.T) {
 // A product whose lock another process holds waits for it, fairly, while
 // the round serves the other products at once; once released, it is sold.
 func TestRoundServesOthersWhileOneLockIsHeldElsewhere(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	st := e.store()
 	a, b := e.product(st, 5), e.product(st, 5)

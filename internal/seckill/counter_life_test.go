@@ -20,6 +20,7 @@ import (
 // leaves for good; once the pause ends, the give-back repairs it (the
 // control: the same checks pass).
 func TestCounterSaleCrashBetweenMoveAndGiveBackLosesTheUnit(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		clk := newClock()
@@ -106,6 +107,7 @@ func TestCounterSaleCrashBetweenMoveAndGiveBackLosesTheUnit(t *testing.T) {
 // not given back again into the new counter, which read the move from the
 // database: the unit comes back once.
 func TestCounterRebuiltWithReservations(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		ctx := context.Background()
@@ -178,6 +180,7 @@ func TestCounterRebuiltWithReservations(t *testing.T) {
 // at once rather than sell orders final at once under a setting that says
 // otherwise.
 func TestAsyncCounterSaleRefusesAPayWindow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	defer func() {
 		if recover() == nil {

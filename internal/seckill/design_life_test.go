@@ -68,6 +68,7 @@ func checkLife(t *testing.T, l life, r replica, id, s int64) *seckill.Product {
 // A reservation is paid once, and never cancelled or paid again; another
 // user may do neither.
 func TestDesignReservationIsPaidOnce(t *testing.T) {
+	t.Parallel()
 	for _, design := range lifeDesigns {
 		t.Run(design, func(t *testing.T) {
 			pgtest.EachDB(t, func(t *testing.T, db string) {
@@ -122,6 +123,7 @@ func TestDesignReservationIsPaidOnce(t *testing.T) {
 
 // A cancel puts the unit back on sale once, and its user may buy again.
 func TestDesignCancelReturnsTheUnitOnce(t *testing.T) {
+	t.Parallel()
 	for _, design := range lifeDesigns {
 		t.Run(design, func(t *testing.T) {
 			pgtest.EachDB(t, func(t *testing.T, db string) {
@@ -180,6 +182,7 @@ func TestDesignCancelReturnsTheUnitOnce(t *testing.T) {
 // not a replica has expired the order yet; the sold-out product reopens
 // and the expired order's user may buy again.
 func TestDesignExpiryReturnsUnitsOnce(t *testing.T) {
+	t.Parallel()
 	for _, design := range lifeDesigns {
 		t.Run(design, func(t *testing.T) {
 			pgtest.EachDB(t, func(t *testing.T, db string) {
@@ -254,6 +257,7 @@ func TestDesignExpiryReturnsUnitsOnce(t *testing.T) {
 // whose clocks are a few milliseconds apart, so that both may move each
 // order. Each order moves once, and every unit is counted once.
 func TestDesignPaymentRacingExpiryMovesEachOrderOnce(t *testing.T) {
+	t.Parallel()
 	for _, design := range lifeDesigns {
 		t.Run(design, func(t *testing.T) {
 			pgtest.EachDB(t, func(t *testing.T, db string) {
@@ -328,6 +332,7 @@ func TestDesignPaymentRacingExpiryMovesEachOrderOnce(t *testing.T) {
 // redis-counter), so the units are moved and not yet back: the second
 // finds nothing due, and gives back nothing.
 func TestDesignTwoExpiriesReturnEachUnitOnce(t *testing.T) {
+	t.Parallel()
 	for _, design := range lifeDesigns {
 		t.Run(design, func(t *testing.T) {
 			pgtest.EachDB(t, func(t *testing.T, db string) {

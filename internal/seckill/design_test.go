@@ -66,6 +66,7 @@ func (e *env) replica(design string, opts seckill.Options) replica {
 // Each design gives the same answers as the locked one, in the same
 // order of checks: an order's owner hears so even once sold out.
 func TestDesignAnswers(t *testing.T) {
+	t.Parallel()
 	for _, design := range designs {
 		t.Run(design, func(t *testing.T) {
 			e := newEnv(t)
@@ -123,6 +124,7 @@ func TestDesignAnswers(t *testing.T) {
 // the database's stock and sold are the supply the counters were built
 // from and stay as created through the sale.
 func TestDesignsReadProductsAsTheySellThem(t *testing.T) {
+	t.Parallel()
 	for _, design := range designs {
 		t.Run(design, func(t *testing.T) {
 			e := newEnv(t)
@@ -174,6 +176,7 @@ func TestDesignsReadProductsAsTheySellThem(t *testing.T) {
 // one order, nobody has two, and the product reads stock 0 with sold equal
 // to the orders.
 func TestDesignsSellExactlyTheStock(t *testing.T) {
+	t.Parallel()
 	for _, design := range designs {
 		t.Run(design, func(t *testing.T) {
 			pgtest.EachDB(t, func(t *testing.T, db string) {
@@ -245,6 +248,7 @@ func (c *counterRecorder) UnitsReturning(n int) { c.returning.Add(int64(n)) }
 // included; a buyer the lost buyer set knew is refused by the orders'
 // unique index, and the take is undone.
 func TestCounterRebuiltAfterRedisLoss(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	crec := &counterRecorder{}
 	r := e.replica("redis-counter", seckill.Options{Counter: crec})
@@ -311,6 +315,7 @@ func (s failingStore) AddOrder(ctx context.Context, o *seckill.Order) error {
 // An insert that fails gives the item back, and the buyer hears of the
 // failure, not of a sale.
 func TestCounterSaleUndoesAFailedInsert(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	st := e.store()
 	r := seckill.NewCounterSale(counter.New(e.redis.Client(), st.ID()), failingStore{st, "bob"}, seckill.Options{})
@@ -336,6 +341,7 @@ func TestCounterSaleUndoesAFailedInsert(t *testing.T) {
 // again the item of a purchase that was between its take and its insert
 // when Redis lost the counter, and then that insert lands too.
 func TestCounterSaleOversellsWhatWasInFlightAtALoss(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	taken, release := make(chan struct{}), make(chan struct{})
 	var first atomic.Bool
@@ -373,6 +379,7 @@ func TestCounterSaleOversellsWhatWasInFlightAtALoss(t *testing.T) {
 // The async design answers before the write: the order has no id, the
 // orders list does not show it, and the writer's flush writes it.
 func TestAsyncCounterSaleAnswersBeforeTheWrite(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.replica("redis-counter-async", seckill.Options{})
 	ctx := context.Background()
@@ -401,6 +408,7 @@ func TestAsyncCounterSaleAnswersBeforeTheWrite(t *testing.T) {
 // it has been idle, and writes it. When the stalled one wakes and writes
 // it too, nothing is written twice.
 func TestOrderWriterClaimsAStalledWritersOrders(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	st := e.store()
 	ctr := counter.New(e.redis.Client(), st.ID())
@@ -463,6 +471,7 @@ func TestOrderWriterClaimsAStalledWritersOrders(t *testing.T) {
 // loses the orders still queued when Redis loses its data, and the
 // rebuilt counter sells their items again.
 func TestAsyncCounterSaleLosesTheQueueWithRedis(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.replica("redis-counter-async", seckill.Options{})
 	ctx := context.Background()

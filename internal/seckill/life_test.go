@@ -81,6 +81,7 @@ func allOrdersOf(t *testing.T, st *store.Store, id int64) []*seckill.Order {
 // A reservation's life: pending with its window, paid once, and never
 // cancelled or paid again; another user may do neither.
 func TestReservationIsPaidOnce(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		st := e.store()
@@ -129,6 +130,7 @@ func TestReservationIsPaidOnce(t *testing.T) {
 
 // A cancel puts the unit back on sale, once, and its user may buy again.
 func TestCancelReturnsTheUnitOnce(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		st := e.store()
@@ -174,6 +176,7 @@ func TestCancelReturnsTheUnitOnce(t *testing.T) {
 // or not a replica has expired the order yet. The sold-out fast path
 // reopens: the next buyer gets the unit.
 func TestExpiryReturnsUnitsOnce(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		st := e.store()
@@ -248,6 +251,7 @@ func TestExpiryReturnsUnitsOnce(t *testing.T) {
 // Each order moves once: a payment that succeeded is never expired, an
 // expired order was never paid, and every unit is counted once.
 func TestPaymentRacingExpiryMovesEachOrderOnce(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		st := e.store()
@@ -318,6 +322,7 @@ func TestPaymentRacingExpiryMovesEachOrderOnce(t *testing.T) {
 // the product's fence meanwhile) writes nothing: its orders stay pending
 // and no unit comes back twice; the next pass expires them.
 func TestStaleExpiryIsFenced(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		e := newEnvOn(t, db)
 		st := e.store()
@@ -356,6 +361,7 @@ func TestStaleExpiryIsFenced(t *testing.T) {
 // A product whose lock another process holds is not skipped: the expiry
 // waits for it in the lock's queue and expires its orders once it comes.
 func TestExpiryWaitsForALockHeldElsewhere(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	st := e.store()
 	clk := newClock()
@@ -404,6 +410,7 @@ func TestExpiryWaitsForALockHeldElsewhere(t *testing.T) {
 // expires a paid order, and a payment accepted after the expiry counts a
 // unit that went back on sale as sold again.
 func TestUnsafeLifeControlsBreakTheSupply(t *testing.T) {
+	t.Parallel()
 	supply := func(t *testing.T, st *store.Store, id int64) int64 {
 		t.Helper()
 		p, err := st.Product(context.Background(), id)

@@ -37,6 +37,7 @@ func names(cs []*testCall) []string {
 }
 
 func TestLineLeadsTakesAndHandsOn(t *testing.T) {
+	t.Parallel()
 	l := newLine[*testCall, string]()
 	a, b, c, d, e := newTestCall("a"), newTestCall("b"), newTestCall("c"), newTestCall("d"), newTestCall("e")
 	q, lead, ok := l.join(1, a, unbounded)
@@ -88,6 +89,7 @@ func TestLineLeadsTakesAndHandsOn(t *testing.T) {
 }
 
 func TestLineRefusesOverMax(t *testing.T) {
+	t.Parallel()
 	l := newLine[*testCall, string]()
 	l.join(1, newTestCall("a"), 2)
 	l.join(1, newTestCall("b"), 2)
@@ -100,6 +102,7 @@ func TestLineRefusesOverMax(t *testing.T) {
 }
 
 func TestLineWaitLeavesOnlyWhileQueued(t *testing.T) {
+	t.Parallel()
 	l := newLine[*testCall, string]()
 	a, b, c := newTestCall("a"), newTestCall("b"), newTestCall("c")
 	q, _, _ := l.join(1, a, unbounded)
@@ -126,6 +129,7 @@ func TestLineWaitLeavesOnlyWhileQueued(t *testing.T) {
 // A leader refused by keep hears it from take; nothing is sent to it,
 // and the lead still goes on.
 func TestLineTakeReturnsTheLeadersRefusal(t *testing.T) {
+	t.Parallel()
 	l := newLine[*testCall, string]()
 	a, b := newTestCall("a"), newTestCall("b")
 	q, _, _ := l.join(1, a, unbounded)
@@ -148,6 +152,7 @@ func TestLineTakeReturnsTheLeadersRefusal(t *testing.T) {
 // A leader that failed before taking (its lock was not acquired) is still
 // at the head; handOn takes it out and passes the lead on.
 func TestLineHandOnBeforeTake(t *testing.T) {
+	t.Parallel()
 	l := newLine[*testCall, string]()
 	a, b := newTestCall("a"), newTestCall("b")
 	q, _, _ := l.join(1, a, unbounded)
@@ -162,6 +167,7 @@ func TestLineHandOnBeforeTake(t *testing.T) {
 }
 
 func TestServeTakenAnswersTheOthersWhenWorkPanics(t *testing.T) {
+	t.Parallel()
 	a, b, c := newTestCall("a"), newTestCall("b"), newTestCall("c")
 	func() {
 		defer func() {
@@ -187,6 +193,7 @@ func TestServeTakenAnswersTheOthersWhenWorkPanics(t *testing.T) {
 // call hears aborted exactly once (a second send would block the leader
 // for good on the calls' one-answer channels).
 func TestServeTakenRefusesAWrongNumberOfAnswers(t *testing.T) {
+	t.Parallel()
 	a, b, c := newTestCall("a"), newTestCall("b"), newTestCall("c")
 	func() {
 		defer func() {

@@ -10,6 +10,7 @@ import (
 )
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		err   error
@@ -58,6 +59,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestOutcomeOf(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		err  error
 		want seckill.Outcome

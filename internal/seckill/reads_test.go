@@ -60,6 +60,7 @@ func (h *heldReads) reads() [][]string {
 // buy. Given the read in flight, b would hear sold_out after a restock
 // that finished before it asked, which no order of the history explains.
 func TestSharedReadStartsAfterTheBuyer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	st := e.store()
 	held := newHeldReads(st)
@@ -103,6 +104,7 @@ func TestSharedReadStartsAfterTheBuyer(t *testing.T) {
 // earlier hears already_purchased, the others sold_out), and one who
 // leaves before it is not read for.
 func TestSharedReadServesTheWaitingBuyersTogether(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	st := e.store()
 	held := newHeldReads(st)

@@ -22,6 +22,7 @@ import (
 // token. An answer read after the lock is released shows the purchases that
 // got in between: a stock below the one set.
 func TestRestockAnswersTheStateItSet(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	stA, stB := e.store(), e.store()
 	opts := lock.Options{WaitTimeout: 5 * time.Second}

@@ -165,6 +165,7 @@ func (e *env) product(st *store.Store, stock int64) *seckill.Product {
 }
 
 func TestPurchase(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	st := e.store()
 	rec := newCounts()
@@ -208,6 +209,7 @@ func TestPurchase(t *testing.T) {
 }
 
 func TestAlreadyPurchased(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	st := e.store()
 	svc := seckill.NewService(e.locker(lock.Options{}), st, seckill.Options{})
@@ -227,6 +229,7 @@ func TestAlreadyPurchased(t *testing.T) {
 // A sold-out product must answer without the lock: here the lock is held
 // elsewhere for the whole test, and the answer is still sold out, not busy.
 func TestSoldOutSkipsLock(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	st := e.store()
 	svc := seckill.NewService(e.locker(lock.Options{WaitTimeout: 50 * time.Millisecond}), st, seckill.Options{})
@@ -299,6 +302,7 @@ func staleHolder(t *testing.T, db string, unfenced bool) (*seckill.Product, *cou
 }
 
 func TestStaleHolderFenced(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		p, rec, errA := staleHolder(t, db, false)
 		if !errors.Is(errA, seckill.ErrFenceRejected) || !errors.Is(errA, seckill.ErrBusy) {
@@ -314,6 +318,7 @@ func TestStaleHolderFenced(t *testing.T) {
 }
 
 func TestStaleHolderUnfenced(t *testing.T) {
+	t.Parallel()
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		p, _, errA := staleHolder(t, db, true)
 		if errA != nil {
@@ -330,6 +335,7 @@ func TestStaleHolderUnfenced(t *testing.T) {
 // built: a Store without them is refused there, naming its type, not at
 // the first purchase. Built fenced, the same Store is accepted.
 func TestUnfencedNeedsUnfencedStore(t *testing.T) {
+	t.Parallel()
 	type fencedOnly struct{ seckill.Store } // hides store.Store's unfenced writes
 	seckill.NewService(nil, fencedOnly{}, seckill.Options{})
 
