@@ -55,11 +55,17 @@ func TestMain(m *testing.M) {
 // than per test. Two things may be left, and go with the directory:
 // porcupine's visualizations of the broken modes' violations, files a demo
 // writes there for its user, and the directory Chromium (the matrix
-// report's check) leaves there whatever the page.
+// report's check) leaves there whatever the page. The directory is
+// searchable by all, as /tmp is: PostgreSQL's initdb runs as the postgres
+// user when the tests run as root (pgproc), and needs to reach its own
+// directory below it.
 type tempDirRun struct{ m *testing.M }
 
 func (r tempDirRun) Run() int {
 	dir, err := os.MkdirTemp("", "demo-test-")
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
 	if err == nil {
 		err = os.Setenv("TMPDIR", dir)
 	}
