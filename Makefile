@@ -1,6 +1,6 @@
 # The project's checks, as make targets; each is a script or a go command
 # that also runs on its own. `make help` lists them.
-.PHONY: help test test-short lint cross-check fuzz bench compose-check ci
+.PHONY: help test test-short soak lint cross-check fuzz bench compose-check ci
 
 FUZZTIME ?= 20000x
 BENCH ?= .
@@ -14,6 +14,10 @@ test: ## every test under -race, real Redis, PostgreSQL and Chromium (./scripts/
 
 test-short: ## the fast inner loop: go test -short, without the multi-process suites
 	go test -short -count=1 ./...
+
+soak: ## the long forms: the fault suite's bigger sales, each at least 15 s, and 100 runs of the hand-off check
+	FAULTTEST_LONG=1 go test -race -count=1 -timeout 60m ./internal/faulttest
+	go test -race -count=1 -run TestNoMissedHandOff ./lock -handoff-runs 100
 
 lint: ## gofmt, go vet and staticcheck on both modules
 	./scripts/lint.sh
