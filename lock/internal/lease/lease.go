@@ -1,9 +1,10 @@
-// Package lease keeps a held lock's lease: it renews it in the background
-// (a watchdog, as Redisson's renews its 30 s lease every 10 s), and
-// reports its loss at once, through a Lost channel and cancelled contexts,
-// as etcd's concurrency.Session reports the end of its lease through
-// Done. It knows nothing of queues: the hold it belongs to (a Holder)
-// asks Redis, and is told of a loss.
+// Package lease keeps a held lock's lease, the pattern's first open
+// problem (the lease ends while the work goes on: post 1 and post 2 in
+// docs/lock.md's References): it renews the lease in the background (a
+// watchdog, as post 5 describes), and reports its loss at once, through a
+// Lost channel and cancelled contexts. It knows nothing of lines of
+// waiting processes: the hold it belongs to (a Holder) asks Redis, and is
+// told of a loss.
 //
 // Every Lease of one Keeper, and the Keeper's heap, are guarded by the
 // Keeper's one mutex, and this file is the only one that takes it.

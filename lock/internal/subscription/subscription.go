@@ -7,8 +7,8 @@
 // locks: the lock's hand-off listens here for the messages its scripts
 // publish (package queue's grants, package redlock's wake-ups).
 //
-// A subscription per listener would cost a connection each; Redisson, too,
-// shares one per process. Messages published while the connection is down
+// A subscription per listener would cost a connection each (post 5 in
+// docs/lock.md's References shares one per process, too). Messages published while the connection is down
 // are lost, and a listener must not depend on every one arriving (the
 // lock's waiters re-check by themselves).
 //

@@ -1,9 +1,10 @@
 // Package once sends Redis scripts that must not run twice. go-redis
 // sends a command again when its reply is lost (a broken connection, a
 // read timeout), and the first run may well have happened; a script cannot
-// tell a retry from a first run. The lock's calls that must not run twice
-// (an attempt to acquire, a registration in the queue, a release) go
-// through here, and their callers handle the unknown outcome instead.
+// tell a retry from a first run. An acquire run twice, the second time
+// after its lock was released, would take the lock again for nobody. The
+// lock's calls that must not run twice go through here, and their callers
+// handle the unknown outcome instead.
 package once
 
 import (

@@ -1,22 +1,21 @@
-package fair
+package handoff
 
 import "time"
 
-// run is one acquisition from Redis and the holds a process passes it on
-// to among its own goroutines without asking Redis (queue.passHeld): one
-// owner ticket in Redis, several holds in a row. A hold that ends with a
+// run is one acquisition from Redis and the holds a process hands it on
+// to among its own goroutines without asking Redis (passHeld, in turn.go):
+// one owner in Redis, several holds in a row. A hold that ends with a
 // hand-off in memory has not been checked against Redis at its end, and
 // Redis may have lost the key meanwhile (a restart, a failover, an
 // eviction) and let another process take the lock. So its release waits
 // for a check sent after the hand-off: the next hold renews its lease at
-// once, and whichever ownership check of the run comes back first (that
-// renewal, a later one, or the release script of the run's last hold)
-// answers it. The key cannot become the run's again once lost (the owner
-// is a fresh UUID), so a check that finds it the run's at time s proves it
-// was the run's throughout every hold that ended before s.
+// once, and whichever check of the run comes back first (that renewal, a
+// later one, or the release of the run's last hold) answers it. The key
+// cannot become the run's again once lost (the owner is a fresh UUID), so
+// a check that finds it the run's at time s proves it was the run's
+// throughout every hold that ended before s.
 //
-// Its methods are called only from the Locker's events (events.go), under
-// Locker.mu.
+// A run is guarded by its line's mutex.
 type run struct {
 	// lost is set once the key was found not to be the run's, or a hold of
 	// the run lost its lease otherwise (its deadline passed, Close): no

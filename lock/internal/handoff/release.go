@@ -1,4 +1,4 @@
-package fair
+package handoff
 
 import (
 	"context"
@@ -6,61 +6,51 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/seckill-ref/seckill/lock/internal/core"
 	"github.com/seckill-ref/seckill/lock/internal/lease"
+	"github.com/seckill-ref/seckill/lock/internal/queue"
 )
 
 // Release ends h: the lock goes to the next goroutine here in memory
-// (passHeld), or the release script deletes it in Redis and hands it to
-// the next in line there. When other goroutines of this process wait, the
-// same script queues the process under a new ticket, and if the process
-// is first in line the lock comes straight back: the oldest local waiter
-// then holds it after one round trip. It returns nil only if a check of
-// the key after the hold found it still h's; package lock's Lock.Release
+// (passHeld), or the release script deletes it in Redis and gives it
+// to the next in line there. When other goroutines of this process wait,
+// the same script puts the process back in line under a new ticket, and if
+// nobody else waits the lock comes straight back: the oldest local waiter
+// then holds it after one round trip. It returns nil only if a check of the
+// key after the hold found it still h's; package lock's Lock.Release
 // documents the rest.
 func (l *Locker) Release(ctx context.Context, h *Hold) error {
-	e, err := h.End()
-	if err != nil {
-		return err
-	}
-	st := l.releasing(h, e)
-	if st.checked != nil {
-		released, err := st.awaitCheck(ctx)
-		return l.finish(h, e, released, err)
-	}
-	sent := time.Now()
-	res, err := l.backend.Release(ctx, h.k, h.owner, st.requeue)
-	released, err := l.releaseDone(ctx, h, st, sent, res, err)
-	return l.finish(h, e, released, err)
+	return l.ReleaseAll(ctx, []*Hold{h})[0]
 }
 
 // ReleaseAll is Release for each of holds, whose calls to Redis go
-// together (Backend.ReleaseAll); a hold passed on in memory waits for its
+// together (Backend.Release); a hold handed on in memory waits for its
 // check instead, after the others' releases.
 func (l *Locker) ReleaseAll(ctx context.Context, holds []*Hold) []error {
 	errs := make([]error, len(holds))
 	endings := make([]lease.Ending, len(holds))
 	steps := make([]releaseStep, len(holds))
 	begun := make([]bool, len(holds))
-	var reqs []core.ReleaseReq
-	var sentTo []int
+	var rs []queue.Release
+	var sentFor []int
 	for i, h := range holds {
 		if endings[i], errs[i] = h.End(); errs[i] != nil {
 			continue
 		}
 		begun[i] = true
-		steps[i] = l.releasing(h, endings[i])
+		steps[i] = h.ln.releaseBegins(h, endings[i])
 		if steps[i].checked == nil {
-			reqs = append(reqs, core.ReleaseReq{K: h.k, Owner: h.owner, Requeue: steps[i].requeue})
-			sentTo = append(sentTo, i)
+			rs = append(rs, queue.Release{K: h.ln.k, Owner: h.owner, Requeue: steps[i].requeue, Direct: h.direct})
+			sentFor = append(sentFor, i)
 		}
 	}
 	released := make([]bool, len(holds))
 	rerrs := make([]error, len(holds))
-	sent := time.Now()
-	res, berrs := l.backend.ReleaseAll(ctx, reqs)
-	for j, i := range sentTo {
-		released[i], rerrs[i] = l.releaseDone(ctx, holds[i], steps[i], sent, res[j], berrs[j])
+	if len(rs) > 0 {
+		sent := time.Now()
+		res, berrs := l.shared.backend.Release(ctx, rs)
+		for j, i := range sentFor {
+			released[i], rerrs[i] = l.releaseDone(ctx, holds[i], sent, res[j], berrs[j])
+		}
 	}
 	for i, st := range steps {
 		if begun[i] && st.checked != nil {
@@ -75,17 +65,7 @@ func (l *Locker) ReleaseAll(ctx context.Context, holds []*Hold) []error {
 	return errs
 }
 
-// releaseStep is a release under way: the queue of its lock in this
-// process, and either the ticket its call to Redis queues the process
-// under (requeue) or, when the lock was passed on in memory, the check
-// that answers it (checked).
-type releaseStep struct {
-	q       *queue
-	requeue string
-	checked <-chan error
-}
-
-// awaitCheck waits for the check of a lock passed on in memory.
+// awaitCheck waits for the check of a lock handed on in memory.
 func (st releaseStep) awaitCheck(ctx context.Context) (released bool, err error) {
 	select {
 	case err := <-st.checked:
@@ -102,10 +82,10 @@ func (st releaseStep) awaitCheck(ctx context.Context) (released bool, err error)
 }
 
 // releaseDone is what follows the release's call, sent at sent, which
-// came back with res or err: its verdict on the hold, after the queue and
+// came back with res or err: its verdict on the hold, after the line and
 // the run have heard of it, and a grant nobody here takes was withdrawn.
-func (l *Locker) releaseDone(ctx context.Context, h *Hold, st releaseStep, sent time.Time, res core.ReleaseResult, err error) (released bool, _ error) {
-	if err == nil && res.RequeueLost && !res.Released && time.Now().Before(h.Deadline()) && !l.cfg.Test.NoReleaseInference {
+func (l *Locker) releaseDone(ctx context.Context, h *Hold, sent time.Time, res queue.Released, err error) (released bool, _ error) {
+	if err == nil && res.RequeueLost && !res.Released && time.Now().Before(h.Deadline()) && !l.shared.cfg.Test.NoReleaseInference {
 		// The first call's reply was lost and the second found the lock
 		// gone or someone else's. The key lives at least until the hold's
 		// deadline, and only its owner can delete it before then: the
@@ -115,8 +95,8 @@ func (l *Locker) releaseDone(ctx context.Context, h *Hold, st releaseStep, sent 
 		// release cannot tell, and reports it released.)
 		res.Released = true
 	}
-	if unwanted := l.released(h, st, sent, res.Released, res, err); unwanted != "" {
-		l.withdraw(ctx, h.k, unwanted)
+	if unwanted := h.ln.releaseEnded(h, sent, res.Released, res, err); unwanted != "" {
+		l.giveUp(ctx, []queue.Keys{h.ln.k}, []string{unwanted})
 	}
 	return res.Released, err
 }
@@ -127,11 +107,11 @@ func (l *Locker) releaseDone(ctx context.Context, h *Hold, st releaseStep, sent 
 func (l *Locker) finish(h *Hold, e lease.Ending, released bool, err error) error {
 	held := time.Since(h.acquired)
 	err = h.Finish(e, released, err)
-	l.cfg.Observer.Released(h.k.Name, held)
+	l.shared.cfg.Observer.Released(h.ln.k.Name, held)
 	return err
 }
 
-// errUnchecked is why a release that passed the lock on in memory could
+// errUnchecked is why a release that handed the lock on in memory could
 // not tell whether its hold was exclusive: no check of the key after the
 // hand-off answered (Close, its context, a failed release of the run).
 var errUnchecked = errors.New("no check of the key answered after the hand-off")
