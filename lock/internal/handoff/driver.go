@@ -211,14 +211,15 @@ func (ln *line) withdrawn(ticket string, err error) {
 // pauses.
 func (ln *line) waited(ticket string, sent time.Time, t backend.Turn, err error, failures int) pause {
 	ln.mu.Lock()
-	p, d := ln.turn(ticket, sent, t, err, failures)
+	p, d := ln.answer(ticket, sent, t, err, failures)
 	ln.tend()
 	ln.mu.Unlock()
 	d.deliver()
 	return p
 }
 
-func (ln *line) turn(ticket string, sent time.Time, t backend.Turn, err error, failures int) (pause, handOff) {
+// answer is waited's transition, under ln.mu.
+func (ln *line) answer(ticket string, sent time.Time, t backend.Turn, err error, failures int) (pause, handOff) {
 	cfg := ln.sh.cfg
 	if ln.state != joining || ln.ticket != ticket {
 		return atOnce, handOff{} // a grant message got there first, or the ticket was given up

@@ -19,7 +19,20 @@ import (
 // key after the hold found it still h's; package lock's Lock.Release
 // documents the rest.
 func (l *Locker) Release(ctx context.Context, h *Hold) error {
-	return l.ReleaseAll(ctx, []*Hold{h})[0]
+	e, err := h.End()
+	if err != nil {
+		return err
+	}
+	st := h.ln.releaseBegins(h, e)
+	var released bool
+	if st.checked != nil {
+		released, err = st.awaitCheck(ctx)
+	} else {
+		sent := time.Now()
+		res, errs := l.shared.backend.Release(ctx, []queue.Release{{K: h.ln.k, Owner: h.owner, Requeue: st.requeue, Direct: h.direct}})
+		released, err = l.releaseDone(ctx, h, sent, res[0], errs[0])
+	}
+	return l.finish(h, e, released, err)
 }
 
 // ReleaseAll is Release for each of holds, whose calls to Redis go

@@ -112,6 +112,20 @@ type Released struct {
 // lease may have ended: the caller tells which from the lease's deadline.
 func (q *Queue) Release(ctx context.Context, rs []Release) ([]Released, []error) {
 	res, errs := make([]Released, len(rs)), make([]error, len(rs))
+	if len(rs) == 1 && rs[0].Direct && rs[0].Requeue == "" {
+		// The common case alone, without the pipeline's bookkeeping.
+		r := rs[0]
+		n, err := once.Run(ctx, q.rdb, q.scripts.unlock, q.cfg.RetryScriptCalls, []string{r.K.Lock, r.K.Queue}, r.Owner).Int64()
+		switch {
+		case err != nil:
+			res[0], errs[0] = q.releaseAgain(ctx, r)
+			return res, errs
+		case n != -1:
+			res[0].Released = n == 1
+			return res, errs
+		}
+		rs = []Release{{K: r.K, Owner: r.Owner}} // processes wait: release.lua hands the lock over
+	}
 	var rest []int // the releases left for release.lua
 	var unlocks []int
 	for i, r := range rs {

@@ -45,7 +45,7 @@ func Run(ctx context.Context, c redis.UniversalClient, s *Script, retry bool, ke
 	}
 	cmd := evalCmd(ctx, "evalsha", s.Hash(), keys, args)
 	_ = c.Process(ctx, onceCmd{cmd})
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+	if cmd.Err() != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 		cmd = evalCmd(ctx, "eval", s.Src, keys, args)
 		_ = c.Process(ctx, onceCmd{cmd})
 	}
@@ -72,7 +72,7 @@ func RunAll(ctx context.Context, c redis.UniversalClient, s *Script, cmds []*red
 	run("evalsha", s.Hash(), all)
 	var unknown []int
 	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		if cmd.Err() != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 			unknown = append(unknown, i)
 		}
 	}
