@@ -46,7 +46,8 @@ type Backend interface {
 	// Confirm runs after every acquisition, before the caller gets the
 	// locks, once for all the locks one call won (owners[i] holds ks[i]):
 	// replica acknowledgement where configured (package replicas). A
-	// non-zero deadline is that lease's new lower bound.
+	// non-zero deadline is that lease's new lower bound; nil results mean
+	// there was nothing to confirm.
 	Confirm(ctx context.Context, ks []queue.Keys, owners []string) (deadlines []time.Time, errs []error)
 	// Subscribers are the clients whose Pub/Sub carries the grants or
 	// wake-ups: one per Redis deployment.
@@ -117,7 +118,7 @@ func (s single) Extend(ctx context.Context, k queue.Keys, owner string) (time.Ti
 
 func (s single) Confirm(ctx context.Context, ks []queue.Keys, owners []string) ([]time.Time, []error) {
 	if s.confirm == nil {
-		return make([]time.Time, len(ks)), make([]error, len(ks))
+		return nil, nil
 	}
 	return s.confirm.Confirm(ctx, coreKeys(ks), owners)
 }
@@ -178,8 +179,8 @@ func (q quorum) Extend(ctx context.Context, k queue.Keys, owner string) (time.Ti
 }
 
 // Confirm has nothing to confirm: the quorum is the confirmation.
-func (q quorum) Confirm(_ context.Context, ks []queue.Keys, _ []string) ([]time.Time, []error) {
-	return make([]time.Time, len(ks)), make([]error, len(ks))
+func (q quorum) Confirm(context.Context, []queue.Keys, []string) ([]time.Time, []error) {
+	return nil, nil
 }
 
 func (q quorum) Subscribers() []redis.UniversalClient { return q.r.Clients() }

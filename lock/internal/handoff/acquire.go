@@ -215,6 +215,12 @@ func (l *Locker) confirm(ctx context.Context, holds []*Hold) ([]*Hold, []error) 
 	}
 	deadlines, errs := l.shared.backend.Confirm(ctx, ks, owners)
 	closed := l.shared.closed.Load() && !l.shared.cfg.Test.AcquireIgnoresClose
+	if deadlines == nil && errs == nil {
+		if !closed {
+			return holds, make([]error, len(holds)) // nothing to confirm
+		}
+		deadlines, errs = make([]time.Time, len(holds)), make([]error, len(holds))
+	}
 	out := make([]*Hold, len(holds))
 	var failed []*Hold
 	for i, h := range holds {

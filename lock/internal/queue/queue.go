@@ -35,11 +35,24 @@ type Keys struct {
 	Channel string // grants to waiting processes are published here
 }
 
-// NewKeys returns the keys of the lock called name under prefix.
+// NewKeys returns the keys of the lock called name under prefix: core's,
+// then the line's, each the lock's key and a suffix.
 func NewKeys(prefix, name string) Keys {
-	k := Keys{Keys: core.NewKeys(prefix, name)}
-	k.Queue, k.Waiters, k.Channel = k.Lock+":queue", k.Lock+":waiters", k.Lock+":grant"
-	return k
+	lock := prefix + "{" + name + "}"
+	// One string for the four others, cut into them: a Locker makes the keys
+	// of a name every time it goes from idle to busy.
+	all := lock + ":fence" + lock + ":queue" + lock + ":waiters" + lock + ":grant"
+	cut := func(suffix string) string {
+		s := all[:len(lock)+len(suffix)]
+		all = all[len(s):]
+		return s
+	}
+	return Keys{
+		Keys:    core.Keys{Name: name, Lock: lock, Fence: cut(":fence")},
+		Queue:   cut(":queue"),
+		Waiters: cut(":waiters"),
+		Channel: cut(":grant"),
+	}
 }
 
 // scriptKeys are the KEYS of every script of the line, for ticket.
