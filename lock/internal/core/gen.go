@@ -6,8 +6,8 @@
 //	go run gen.go -part name=file ... script.lua ...
 //
 // go generate ./lock/... runs it for every package whose scripts share a
-// file (this one's token.lua, and package queue's). Each package's tests
-// fail while a copy is out of date.
+// file (this one's token.lua, which the layers above carry too). Each
+// package's tests fail while a copy is out of date.
 package main
 
 import (
