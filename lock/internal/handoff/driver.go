@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/seckill-ref/seckill/lock/internal/backend"
@@ -254,6 +255,42 @@ func (ln *line) answer(ticket string, sent time.Time, t backend.Turn, err error,
 	wait := recheckIn(cfg.RecheckInterval, t.HeldFor)
 	ln.checkAt = time.Now().Add(wait)
 	return pause(wait), handOff{}
+}
+
+// message: a message on the lock's channel: a grant, for this process or
+// another ("<pid> <ticket> <token> <last>"), or, on Redlock, a wake-up
+// after a release.
+func (ln *line) message(payload string) {
+	if payload == "wake" {
+		ln.mu.Lock()
+		if ln.state == queued {
+			ln.checkAt = time.Now() // try again now
+		}
+		if ln.driver != stopped {
+			ln.wake()
+		}
+		ln.mu.Unlock()
+		return
+	}
+	// Every waiting process sees every grant on the channel; only the
+	// addressee parses it.
+	if !strings.HasPrefix(payload, ln.sh.id+" ") {
+		return
+	}
+	_, ticket, token, last, ok := queue.ParseGrant(payload)
+	if !ok {
+		return
+	}
+	ln.mu.Lock()
+	var d handOff
+	if ticket != "" && ticket == ln.ticket && !ln.sh.closed.Load() {
+		// Its claim began after the last call that found the ticket still
+		// waiting was sent.
+		d = ln.pass(grant{ticket: ticket, token: token, last: last, deadline: ln.since.Add(ln.sh.cfg.ClaimLease), claim: true})
+	}
+	ln.tend()
+	ln.mu.Unlock()
+	d.deliver()
 }
 
 // recheckIn is when a waiting process looks again by itself: right after

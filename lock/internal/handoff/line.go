@@ -3,7 +3,6 @@ package handoff
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,13 +22,14 @@ import (
 //
 // It is a state machine guarded by its own mutex. Each event is one
 // method, here (goroutines arrive, leave, and get the lock), in turn.go (a
-// hold ends) or in driver.go (the driver's steps): it takes the mutex,
-// moves the line between states, calls tend, and returns what the caller
-// does next, outside the mutex: a call to Redis, a wait. A hold handed to
-// a waiting goroutine is delivered after the mutex is released (handOff).
-// No event calls Redis while it holds the mutex, and the only other mutex
-// it takes inside is the Locker's, to start a driver or to forget the
-// line (shared.spawn, shared.forget). This file declares the types that
+// hold ends) or in driver.go (the driver's steps, and the messages on the
+// lock's channel): it takes the mutex, moves the line between states,
+// calls tend, and returns what the caller does next, outside the mutex: a
+// call to Redis, a wait. A hold handed to a waiting goroutine is delivered
+// after the mutex is released (handOff). No event calls Redis while it
+// holds the mutex, and the only other mutex it takes inside is the
+// Locker's, to start a driver or to forget the line (shared.spawn,
+// shared.forget). This file declares the types that
 // refer to each other; the others only use them.
 type line struct {
 	sh *shared
@@ -346,44 +346,6 @@ func (ln *line) leave(w *waiter) (removed bool, lastErr error) {
 	}
 	ln.tend()
 	return removed, ln.lastErr
-}
-
-// ---- Messages on the lock's channel ----
-
-// message: a message on the lock's channel: a grant, for this process or
-// another ("<pid> <ticket> <token> <last>"), or, on Redlock, a wake-up
-// after a release.
-func (ln *line) message(payload string) {
-	if payload == "wake" {
-		ln.mu.Lock()
-		if ln.state == queued {
-			ln.checkAt = time.Now() // try again now
-		}
-		if ln.driver != stopped {
-			ln.wake()
-		}
-		ln.mu.Unlock()
-		return
-	}
-	// Every waiting process sees every grant on the channel; only the
-	// addressee parses it.
-	if !strings.HasPrefix(payload, ln.sh.id+" ") {
-		return
-	}
-	_, ticket, token, last, ok := queue.ParseGrant(payload)
-	if !ok {
-		return
-	}
-	ln.mu.Lock()
-	var d handOff
-	if ticket != "" && ticket == ln.ticket && !ln.sh.closed.Load() {
-		// Its claim began after the last call that found the ticket still
-		// waiting was sent.
-		d = ln.pass(grant{ticket: ticket, token: token, last: last, deadline: ln.since.Add(ln.sh.cfg.ClaimLease), claim: true})
-	}
-	ln.tend()
-	ln.mu.Unlock()
-	d.deliver()
 }
 
 // ---- Handing the lock to a goroutine ----
