@@ -39,7 +39,7 @@ func TestCreateProduct(t *testing.T) {
 	if res.status != http.StatusCreated {
 		t.Fatalf("got %d %s, want 201", res.status, res.raw)
 	}
-	if res.raw != `{"id":1,"name":"phone","stock":3,"sold":0}` {
+	if res.raw != `{"id":1,"name":"phone","stock":3,"available":3,"reserved":0,"sold":0}` {
 		t.Errorf("body: got %s", res.raw)
 	}
 
@@ -103,12 +103,12 @@ func TestListAndGetProduct(t *testing.T) {
 	a.createProduct("case", 0)
 	a.do(request{method: "POST", path: "/api/v1/products/1/purchase", body: `{"user_id":"u1"}`})
 	res = a.do(request{method: "GET", path: "/api/v1/products"})
-	want := `{"products":[{"id":1,"name":"phone","stock":1,"sold":1},{"id":2,"name":"case","stock":0,"sold":0}]}`
+	want := `{"products":[{"id":1,"name":"phone","stock":1,"available":1,"reserved":0,"sold":1},{"id":2,"name":"case","stock":0,"available":0,"reserved":0,"sold":0}]}`
 	if res.status != 200 || res.raw != want {
 		t.Errorf("list: got %d %s, want 200 %s", res.status, res.raw, want)
 	}
 	res = a.do(request{method: "GET", path: "/api/v1/products/" + strconv.FormatInt(id, 10)})
-	if res.status != 200 || res.raw != `{"id":1,"name":"phone","stock":1,"sold":1}` {
+	if res.status != 200 || res.raw != `{"id":1,"name":"phone","stock":1,"available":1,"reserved":0,"sold":1}` {
 		t.Errorf("get: got %d %s", res.status, res.raw)
 	}
 	for _, tt := range []struct {
@@ -134,7 +134,7 @@ func TestRestock(t *testing.T) {
 	a := newTestAPI(t)
 	a.createProduct("phone", 1)
 	res := a.do(request{method: "PUT", path: "/api/v1/products/1/stock", body: `{"stock":7}`, token: adminToken})
-	if res.status != 200 || res.raw != `{"id":1,"name":"phone","stock":7,"sold":0}` {
+	if res.status != 200 || res.raw != `{"id":1,"name":"phone","stock":7,"available":7,"reserved":0,"sold":0}` {
 		t.Fatalf("restock: got %d %s", res.status, res.raw)
 	}
 	for _, tt := range []struct {
@@ -178,8 +178,8 @@ func TestPurchase(t *testing.T) {
 	fence, _ := order["fence"].(json.Number).Int64()
 	created, err := time.Parse(time.RFC3339, order["created_at"].(string))
 	if order["id"] != json.Number("1") || order["product_id"] != json.Number("1") || order["user_id"] != "alice" ||
-		fence <= 0 || err != nil || created.Before(start) || len(order) != 5 {
-		t.Errorf("order: got %s, want id 1, product 1, alice, a positive fence, an RFC 3339 time", res.raw)
+		fence <= 0 || err != nil || created.Before(start) || order["state"] != "paid" || len(order) != 6 {
+		t.Errorf("order: got %s, want id 1, product 1, alice, a positive fence, an RFC 3339 time, paid (no payment window)", res.raw)
 	}
 
 	// The held product's lock is taken by another process for the rest of

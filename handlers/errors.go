@@ -19,7 +19,14 @@ const (
 	codeTimeout          = "request_timeout"
 	codeSoldOut          = "sold_out"
 	codeAlreadyPurchased = "already_purchased"
+	codeNotYourOrder     = "not_your_order"
+	codeOrderPaid        = "order_paid"
+	codeOrderCancelled   = "order_cancelled"
+	codeOrderExpired     = "order_expired"
 	codeBusy             = "busy"
+	codeKeyReused        = "idempotency_key_reused"
+	codeInProgress       = "request_in_progress"
+	codeKeysUnsupported  = "idempotency_unsupported"
 	codeNotReady         = "not_ready"
 	codeInternal         = "internal_error"
 )
@@ -41,7 +48,12 @@ var domainErrors = []struct {
 	message string
 }{
 	{seckill.ErrInvalid, http.StatusBadRequest, codeInvalid, "the request is invalid"},
+	{seckill.ErrOrderNotFound, http.StatusNotFound, codeNotFound, "no such order"}, // before ErrNotFound, which it matches
 	{seckill.ErrNotFound, http.StatusNotFound, codeNotFound, "no such product"},
+	{seckill.ErrNotYourOrder, http.StatusForbidden, codeNotYourOrder, "this order belongs to another user"},
+	{seckill.ErrOrderPaid, http.StatusConflict, codeOrderPaid, "the order is paid already"},
+	{seckill.ErrOrderCancelled, http.StatusConflict, codeOrderCancelled, "the order was cancelled"},
+	{seckill.ErrOrderExpired, http.StatusConflict, codeOrderExpired, "the order's payment window has passed; nothing was taken"},
 	{seckill.ErrSoldOut, http.StatusConflict, codeSoldOut, "the product is sold out"},
 	{seckill.ErrAlreadyPurchased, http.StatusConflict, codeAlreadyPurchased, "this user has already bought this product"},
 	{seckill.ErrBusy, http.StatusServiceUnavailable, codeBusy, "too many buyers at once; try again shortly"},

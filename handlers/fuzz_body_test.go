@@ -51,6 +51,17 @@ func (s *recordingService) Orders(context.Context, int64, seckill.OrderQuery) (*
 	return nil, seckill.ErrNotFound
 }
 func (s *recordingService) Ready(context.Context) error { return nil }
+func (s *recordingService) Order(context.Context, int64) (*seckill.Order, error) {
+	return nil, seckill.ErrOrderNotFound
+}
+func (s *recordingService) Pay(_ context.Context, id int64, userID string) (*seckill.Order, error) {
+	s.calls = append(s.calls, call{Method: "Pay", ID: id, UserID: userID})
+	return &seckill.Order{ID: id, UserID: userID, State: seckill.OrderPaid}, nil
+}
+func (s *recordingService) Cancel(_ context.Context, id int64, userID string) (*seckill.Order, error) {
+	s.calls = append(s.calls, call{Method: "Cancel", ID: id, UserID: userID})
+	return &seckill.Order{ID: id, UserID: userID, State: seckill.OrderCancelled}, nil
+}
 
 // bodyRoute is a route with a JSON body and its reference decoding: the
 // request struct as encoding/json sees it, and the call it must lead to.
@@ -102,6 +113,32 @@ var bodyRoutes = []bodyRoute{
 				return nil
 			}
 			return &call{Method: "Restock", ID: 7, Stock: *s}
+		}},
+	{"POST", "/api/v1/orders/7/pay", http.StatusOK,
+		func() any {
+			return &struct {
+				UserID *string `json:"user_id"`
+			}{}
+		},
+		func(v any) *call {
+			u := reflect.ValueOf(v).Elem().Field(0).Interface().(*string)
+			if u == nil {
+				return nil
+			}
+			return &call{Method: "Pay", ID: 7, UserID: *u}
+		}},
+	{"POST", "/api/v1/orders/7/cancel", http.StatusOK,
+		func() any {
+			return &struct {
+				UserID *string `json:"user_id"`
+			}{}
+		},
+		func(v any) *call {
+			u := reflect.ValueOf(v).Elem().Field(0).Interface().(*string)
+			if u == nil {
+				return nil
+			}
+			return &call{Method: "Cancel", ID: 7, UserID: *u}
 		}},
 }
 

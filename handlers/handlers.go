@@ -30,6 +30,9 @@ type Service interface {
 	Products(ctx context.Context) ([]*seckill.Product, error)
 	Restock(ctx context.Context, id, stock int64) (*seckill.Product, error)
 	Purchase(ctx context.Context, productID int64, userID string) (*seckill.Order, error)
+	Order(ctx context.Context, id int64) (*seckill.Order, error)
+	Pay(ctx context.Context, orderID int64, userID string) (*seckill.Order, error)
+	Cancel(ctx context.Context, orderID int64, userID string) (*seckill.Order, error)
 	Orders(ctx context.Context, productID int64, q seckill.OrderQuery) (*seckill.OrderList, error)
 	Ready(ctx context.Context) error
 }
@@ -62,6 +65,10 @@ type Options struct {
 	// Dashboard serves GET /dashboard and GET /dashboard/data: a page and
 	// the JSON it reads. Default: 404, as for any unknown path.
 	Dashboard Dashboard
+
+	// Idempotency keeps the Idempotency-Key header's promise on purchase,
+	// pay and cancel (idempotency.go).
+	Idempotency Idempotency
 }
 
 // Dashboard is the live sale page: a static HTML page and the data it
@@ -73,6 +80,46 @@ type Dashboard interface {
 	// timeline from the second since on.
 	Data(ctx context.Context, since time.Time) (any, error)
 }
+
+// IdempotencyStore keeps the records of idempotency keys where every
+// replica sees them; *store.Store implements it.
+type IdempotencyStore interface {
+	// ClaimKey claims c's key for an attempt of its request, or says what
+	// holds it (seckill.KeyState).
+	ClaimKey(ctx context.Context, c seckill.KeyClaim) (seckill.KeyRecord, error)
+	// CompleteKey records the answer of the attempt that holds k; an
+	// error matching seckill.ErrKeyLost when it no longer does.
+	CompleteKey(ctx context.Context, k seckill.RequestKey, attempt string, r seckill.Reply) error
+	// ReleaseKey gives k back, so that a retry runs the request again; an
+	// error matching seckill.ErrKeyLost when attempt no longer holds it.
+	ReleaseKey(ctx context.Context, k seckill.RequestKey, attempt string) error
+}
+
+// IdempotencyObserver is told what each claim of a key found, to count
+// replays and conflicts.
+type IdempotencyObserver interface {
+	KeyClaimed(state seckill.KeyState)
+}
+
+// Idempotency configures the Idempotency-Key header.
+type Idempotency struct {
+	// Store keeps the keys. Without one, a request with the header is
+	// refused (501): doing it without the promise the client asked for
+	// could do it twice.
+	Store IdempotencyStore
+
+	// InFlight is the longest a request can take: an attempt in flight
+	// for longer is given up for lost (its replica died), and a retry
+	// takes its key over. The request runs with this deadline, so that a
+	// live attempt does not outlast its claim. Default: DefaultInFlight.
+	InFlight time.Duration
+
+	// Observer, when set, is told what each claim found.
+	Observer IdempotencyObserver
+}
+
+// DefaultInFlight is Idempotency.InFlight's default.
+const DefaultInFlight = time.Minute
 
 // MaxBodyBytes is the largest request body accepted (413 above it). The
 // largest valid body is a 200-character name; 64 KiB is generous and still
@@ -91,6 +138,7 @@ type api struct {
 	metrics   http.Handler
 	requests  RequestObserver
 	dashboard Dashboard
+	keys      Idempotency
 }
 
 // New returns the API's Gin engine. It panics if opts.AdminToken is empty,
@@ -100,9 +148,12 @@ func New(svc Service, opts Options) *gin.Engine {
 		panic("handlers: empty AdminToken")
 	}
 	a := &api{svc: svc, log: opts.Logger, token: opts.AdminToken, metrics: opts.Metrics,
-		requests: opts.Requests, dashboard: opts.Dashboard}
+		requests: opts.Requests, dashboard: opts.Dashboard, keys: opts.Idempotency}
 	if a.log == nil {
 		a.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if a.keys.InFlight <= 0 {
+		a.keys.InFlight = DefaultInFlight
 	}
 	// Release mode: no debug banner or route dump on stdout; our own
 	// middleware logs requests through slog instead.

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
@@ -25,12 +26,14 @@ func (a *api) purchase(c *gin.Context) {
 		a.fail(c, required("user_id"))
 		return
 	}
-	o, err := a.svc.Purchase(c.Request.Context(), id, *req.UserID)
-	if err != nil {
-		a.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusCreated, gin.H{"order": toOrderJSON(o)})
+	a.once(c, *req.UserID, id, req, func() {
+		o, err := a.svc.Purchase(c.Request.Context(), id, *req.UserID)
+		if err != nil {
+			a.fail(c, err)
+			return
+		}
+		c.JSON(http.StatusCreated, gin.H{"order": toOrderJSON(o)})
+	})
 }
 
 // listOrders: GET /api/v1/products/:id/orders?limit=&after= (or the
@@ -73,4 +76,52 @@ func (a *api) listOrders(c *gin.Context) {
 		out.Next = &list.Next
 	}
 	c.JSON(http.StatusOK, out)
+}
+
+// getOrder: GET /api/v1/orders/:id.
+func (a *api) getOrder(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	o, err := a.svc.Order(c.Request.Context(), id)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"order": toOrderJSON(o)})
+}
+
+// payOrder: POST /api/v1/orders/:id/pay.
+func (a *api) payOrder(c *gin.Context) { a.moveOrder(c, a.svc.Pay) }
+
+// cancelOrder: POST /api/v1/orders/:id/cancel.
+func (a *api) cancelOrder(c *gin.Context) { a.moveOrder(c, a.svc.Cancel) }
+
+// moveOrder is a payment or a cancel: the order in the path, the buyer in
+// the body, as in a purchase.
+func (a *api) moveOrder(c *gin.Context, move func(ctx context.Context, orderID int64, userID string) (*seckill.Order, error)) {
+	id, err := pathID(c)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	var req purchaseRequest
+	if err := bindJSON(c, &req); err != nil {
+		a.bodyError(c, err)
+		return
+	}
+	if req.UserID == nil {
+		a.fail(c, required("user_id"))
+		return
+	}
+	a.once(c, *req.UserID, id, req, func() {
+		o, err := move(c.Request.Context(), id, *req.UserID)
+		if err != nil {
+			a.fail(c, err)
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"order": toOrderJSON(o)})
+	})
 }

@@ -17,6 +17,9 @@ func (a *api) routes(e *gin.Engine) {
 	v1.GET("/products/:id", a.getProduct)
 	v1.POST("/products/:id/purchase", a.purchase)
 	v1.GET("/products/:id/orders", a.listOrders)
+	v1.GET("/orders/:id", a.getOrder)
+	v1.POST("/orders/:id/pay", a.payOrder)
+	v1.POST("/orders/:id/cancel", a.cancelOrder)
 
 	admin := v1.Group("", a.requireAdmin)
 	admin.POST("/products", a.createProduct)

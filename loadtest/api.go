@@ -16,6 +16,14 @@ type Product = apiclient.Product
 // Order is the API's order as the load test reads it.
 type Order = apiclient.Order
 
+// The states of an order, as the API names them.
+const (
+	StatePending   = apiclient.StatePending
+	StatePaid      = apiclient.StatePaid
+	StateCancelled = apiclient.StateCancelled
+	StateExpired   = apiclient.StateExpired
+)
+
 // APIError is a non-2xx answer of the API, with the error code and message
 // of its JSON body when it had one.
 type APIError = apiclient.Error

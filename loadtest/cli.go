@@ -48,6 +48,14 @@ the check sees the state between purchases; -history writes the history
 as JSON lines. On a violation, porcupine's visualization is written next
 to the history (or the plot, or in the temporary directory).
 
+Against a service with a payment window (PAY_WINDOW), a 201 reserves: -pay
+and -cancel are the shares of the buyers with a pending order who pay and
+who cancel, the others let the window pass; -pay-late the share of the
+payers who pay after it, to be refused. After the sale, the check waits for
+the expiry (up to -lag past the last window) and, with -close-out, fresh
+buyers who all pay buy what came back. The invariants and the history then
+judge each order's life too.
+
 Exit status: 0 when every safety invariant held and the history is
 linearizable, 1 when an invariant failed (oversell), the history is not
 linearizable or its check came out unknown, 2 for usage or connection
@@ -148,6 +156,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.StringVar(&cfg.History, "history", "", "write the history, one operation per line, to this `file` (JSON lines)")
 	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", DefaultCheckTimeout, "longest linearizability check; past it the verdict is unknown")
 	fs.DurationVar(&cfg.Settle, "settle", 0, "after the attack, wait up to this long for the orders to number the sold count (a service that writes orders in the background, DESIGN=redis-counter-async); 0 checks at once")
+	fs.Float64Var(&cfg.Life.Pay, "pay", 0, "with a payment window: share, 0..1, of the buyers with a pending order who pay it")
+	fs.Float64Var(&cfg.Life.Cancel, "cancel", 0, "with a payment window: share, 0..1, of the buyers with a pending order who cancel it (the others let it lapse)")
+	fs.Float64Var(&cfg.Life.Late, "pay-late", 0, "with a payment window: share, 0..1, of the payers who pay after the window, to be refused")
+	fs.DurationVar(&cfg.Life.Lag, "lag", 0, "with a payment window: longest an order may stay pending past its window (the expiry's lag); 0: 5s")
+	fs.BoolVar(&cfg.Life.CloseOut, "close-out", false, "with a payment window: after the sale, fresh buyers who all pay buy what came back, so every unit must end sold")
 	check := fs.Bool("linearizability", true, "check the history for linearizability (false: the invariants alone decide)")
 
 	if err := fs.Parse(args); err != nil {

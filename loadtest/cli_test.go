@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runMain runs Main with a short sale's flags plus extra (60 requests at
@@ -67,6 +68,8 @@ func TestMainErrors(t *testing.T) {
 		{"bad mix", token, []string{"-targets", a, "-mix", "reads=lots"}, "-mix"},
 		{"zero check timeout", token, []string{"-targets", a, "-check-timeout", "0s"}, "-check-timeout must be positive"},
 		{"history in no directory", token, []string{"-targets", a, "-history", "/no/such/dir/h.jsonl"}, "history file"},
+		{"pay and cancel above 1", token, []string{"-targets", a, "-pay", "0.8", "-cancel", "0.3"}, "together at most 1"},
+		{"late share out of range", token, []string{"-targets", a, "-pay-late", "-0.1"}, "late share"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,5 +101,27 @@ func TestMainHelpDoesNotPrintTheToken(t *testing.T) {
 	code := Main(t.Context(), []string{"-h"}, func(string) string { return "s3cret-token" }, &out, &errOut)
 	if code != ExitOK || !strings.Contains(errOut.String(), "-expect-oversell") || strings.Contains(errOut.String(), "s3cret") {
 		t.Errorf("got exit %d, usage:\n%s\nwant 0 and a usage without the token", code, errOut.String())
+	}
+}
+
+// The flags of a reservation's life reach the sale: against a shop with a
+// window, the buyers pay, cancel and lapse as asked, the close-out sells
+// what came back, and the report says so.
+func TestMainBuyersPayCancelAndLapse(t *testing.T) {
+	shop := newFakeShop(false)
+	shop.life = fakeLife{window: 200 * time.Millisecond, expireEvery: 20 * time.Millisecond}
+	a, _ := shop.serve(t)
+	var out, errOut bytes.Buffer
+	args := []string{"-targets", a, "-buyers", "200", "-burst-window", "1s", "-stock", "5", "-progress", "off",
+		"-pay", "0.5", "-cancel", "0.25", "-pay-late", "0.5", "-lag", "2s", "-close-out"}
+	code := Main(t.Context(), args, func(string) string { return "secret" }, &out, &errOut)
+	for _, want := range []string{"buyers with a pending order pay 50% (50% of them late), cancel 25%, lapse 25%, then a close-out",
+		"late pay 409 order_expired", "cancel 200", "PASS (6) all sold when demand exceeded S", "(bound 2s)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	if code != ExitOK {
+		t.Errorf("got exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
 }

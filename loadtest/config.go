@@ -28,7 +28,7 @@ const (
 	MaxBurstWorkers = 5000
 	// DefaultTarget is where a service started with its defaults listens.
 	DefaultTarget = "http://127.0.0.1:8080"
-	// DefaultMixInFlight is MaxWorkers of a sale with a Mix: at most this
+	// DefaultMixInFlight is MaxWorkers of a sale with a Mix or a Life: at most this
 	// many requests in flight, so that the linearizability check decides
 	// in milliseconds. The check's search grows steeply with the requests
 	// in flight on one product (a read must be placed after exactly the
@@ -113,6 +113,16 @@ type Config struct {
 	// Duration is how long requests are sent (0 means DefaultDuration).
 	Duration time.Duration
 
+	// End, when not nil, ends the attack once it is closed, as the end of
+	// Duration would: no request is sent after it, the requests in flight
+	// get their answers, and the sale is verified and reported in full
+	// (Report.Stopped stays empty, as for a sale that ran its course). It
+	// is for a caller whose sale must last as long as something it does
+	// beside it, such as a fault injected in phases, rather than a time
+	// fixed in advance; Duration and MaxRequests still bound the sale.
+	// Ending ctx instead interrupts the sale.
+	End <-chan struct{}
+
 	// MaxRequests bounds the number of the attack's requests: the
 	// purchases, and the reads of a Mix. 0 means the number the pacing
 	// would send in Duration (or Buyers), so the bound is always finite.
@@ -188,6 +198,13 @@ type Config struct {
 	Visualization   string
 	NoVisualization bool
 
+	// Life is what the buyers with a pending order do, when the service
+	// gives its orders a payment window: pay, cancel or let it lapse,
+	// and after the sale, wait for the expiry and close the sale out
+	// (see Life). The sale then lasts until the last late payment, up to
+	// half a window after the last window ends: use a window of seconds.
+	Life Life
+
 	// Settle, when positive, is how long the verification after the
 	// attack may wait for the orders to catch up with the product's sold
 	// count: a service that writes its orders in the background (the
@@ -226,7 +243,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	case cfg.Buyers == 0 && cfg.BurstWindow != 0:
 		return cfg, invalid("burst window %v without buyers: set the number of buyers", cfg.BurstWindow)
 	}
-	if cfg.Mix != (Mix{}) && cfg.MaxWorkers == 0 {
+	// The buyers' moves after their 201s (Life) change the state between
+	// purchases as restocks do, and the check's search grows with them.
+	if (cfg.Mix != (Mix{}) || cfg.Life != (Life{})) && cfg.MaxWorkers == 0 {
 		cfg.MaxWorkers = DefaultMixInFlight
 		if cfg.Workers == 0 || cfg.Workers > cfg.MaxWorkers {
 			cfg.Workers = cfg.MaxWorkers
@@ -282,6 +301,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if err := cfg.Mix.validate(); err != nil {
 		return cfg, invalid("mix: %v", err)
 	}
+	if err := cfg.Life.validate(); err != nil {
+		return cfg, invalid("%v", err)
+	}
 	if err := cfg.Skew.validate(); err != nil {
 		return cfg, invalid("%v", err)
 	}
@@ -312,17 +334,30 @@ func (cfg Config) hardDeadline() time.Duration {
 
 // Shape describes the load in words, for the report: "burst of 2000
 // buyers at once", "burst of 2000 buyers over 1s", "steady 300 req/s for
-// 3s", "ramp 100 -> 300 req/s over 5s", then, for several products, how
-// the buyers spread: "over 2000 products, skew zipf:1.1".
+// 3s", "ramp 100 -> 300 req/s over 5s" (with End: "... at most, or until
+// its caller ends it"), then, for several products, how the buyers
+// spread: "over 2000 products, skew zipf:1.1".
 func (cfg Config) Shape() string {
 	s := cfg.shape()
 	if cfg.Products > 1 {
 		s += fmt.Sprintf(" over %d products, skew %s", cfg.Products, cfg.Skew.orDefault())
 	}
+	if cfg.Life != (Life{}) {
+		// What the buyers do after a 201 with a payment window.
+		s += "; buyers with a pending order " + cfg.Life.String()
+	}
 	return s
 }
 
 func (cfg Config) shape() string {
+	s := cfg.pacingShape()
+	if cfg.End != nil {
+		s += " at most, or until its caller ends it"
+	}
+	return s
+}
+
+func (cfg Config) pacingShape() string {
 	switch {
 	case cfg.Buyers > 0 && cfg.BurstWindow == 0:
 		return fmt.Sprintf("burst of %d buyers at once, on up to %d connections", cfg.Buyers, cfg.MaxWorkers)

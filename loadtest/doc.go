@@ -20,8 +20,13 @@
 //     POST /api/v1/products/:id/purchase in a burst, at a constant rate or a
 //     linear ramp, each request with a fresh user id except a configured
 //     share of repeat buyers, bounded by a request count, a duration and a
-//     hard deadline. Over many products, each fresh buyer's product is drawn
+//     hard deadline; a caller may end it sooner (Config.End). Over many products, each fresh buyer's product is drawn
 //     with Config.Skew: a few hot products and a long tail.
+//     Against a service with a payment window, a 201 is a reservation:
+//     its buyer pays, cancels or lets it lapse (Config.Life), some payers
+//     late on purpose, and units that come back are bought again. After
+//     the attack, Run waits for the expiry to return what lapsed, and a
+//     close-out may buy what came back.
 //  3. Verification: each product and all its orders are read back through
 //     the API and the pure function Check compares them with what the attack
 //     observed of that product (see Check for the invariants). The sale's
@@ -32,7 +37,9 @@
 //     CheckHistory holds it to a model of the API (model.go) with
 //     porcupine, and finds what the counts cannot: a read of a state that
 //     never existed, a sold-out answer while stock was left, a restock
-//     answer that is not the stock it set.
+//     answer that is not the stock it set, a payment accepted after its
+//     order expired. The service's expiry rounds, which no request makes,
+//     are rebuilt from the orders listed after the sale.
 //
 // A checker that never fails proves nothing, so Config.ExpectOversell inverts
 // the verdict: run against a deliberately broken lock mode, the test passes

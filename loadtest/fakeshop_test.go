@@ -54,20 +54,26 @@ type fakeShop struct {
 	restocked   chan struct{}
 	restockOnce sync.Once
 
-	mu       sync.Mutex
-	products map[int64]*fakeProduct
-	nextID   int64
+	// life: with its window set, a purchase reserves (see fakelife_test.go).
+	life     fakeLife
+	expiring bool // the expiry runs
+
+	mu        sync.Mutex
+	products  map[int64]*fakeProduct
+	nextID    int64
+	nextOrder int64
+	orders    map[int64]*Order // by id: the orders to pay and cancel
 }
 
 type fakeProduct struct {
 	Product
-	orders []Order
-	users  map[string]bool
+	orders []*Order
+	users  map[string]bool // who holds a live order
 }
 
 func newFakeShop(racy bool) *fakeShop {
 	s := &fakeShop{token: "secret", racy: racy, pageCap: 7, products: map[int64]*fakeProduct{}, sales: make(chan struct{}, 1),
-		restocked: make(chan struct{})}
+		restocked: make(chan struct{}), orders: map[int64]*Order{}}
 	s.gate = gate{waiting: 4, open: make(chan struct{})}
 	return s
 }
@@ -85,6 +91,10 @@ func (s *fakeShop) serve(t *testing.T) (string, *atomic.Int64) {
 	mux.HandleFunc("GET /api/v1/products/{id}", s.get)
 	mux.HandleFunc("GET /api/v1/products/{id}/orders", s.list)
 	mux.HandleFunc("PUT /api/v1/products/{id}/stock", s.restock)
+	mux.HandleFunc("GET /api/v1/products", s.listProducts)
+	mux.HandleFunc("POST /api/v1/orders/{id}/pay", func(w http.ResponseWriter, r *http.Request) { s.move(w, r, StatePaid) })
+	mux.HandleFunc("POST /api/v1/orders/{id}/cancel", func(w http.ResponseWriter, r *http.Request) { s.move(w, r, StateCancelled) })
+	s.startExpiry(t)
 	mux.HandleFunc("POST /api/v1/products/{id}/purchase", func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		s.purchase(w, r)
@@ -134,7 +144,7 @@ func (s *fakeShop) get(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p := s.find(w, r); p != nil {
-		p.Sold = int64(len(p.orders))
+		s.count(p)
 		writeJSON(w, http.StatusOK, p.Product)
 	}
 }
@@ -153,7 +163,7 @@ func (s *fakeShop) list(w http.ResponseWriter, r *http.Request) {
 	page := []Order{}
 	for _, o := range p.orders {
 		if o.ID > after && len(page) < limit+1 {
-			page = append(page, o)
+			page = append(page, *o)
 		}
 	}
 	var next *int64
@@ -189,6 +199,12 @@ func (s *fakeShop) purchase(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "already_purchased")
 		return
 	}
+	if s.life.window > 0 && p.Stock > 0 {
+		o := s.reserve(p, in.UserID)
+		s.mu.Unlock()
+		writeJSON(w, http.StatusCreated, map[string]Order{"order": o})
+		return
+	}
 	stock := p.Stock
 	if stock <= 0 {
 		s.mu.Unlock()
@@ -212,8 +228,9 @@ func (s *fakeShop) purchase(w http.ResponseWriter, r *http.Request) {
 		next.Stock--
 	}
 	p.users[in.UserID] = true
-	o := Order{ID: int64(len(p.orders) + 1), ProductID: p.ID, UserID: in.UserID, Fence: 0, CreatedAt: time.Now().UTC()}
-	p.orders = append(p.orders, o)
+	s.nextOrder++
+	o := Order{ID: s.nextOrder, ProductID: p.ID, UserID: in.UserID, Fence: 0, CreatedAt: time.Now().UTC()}
+	p.orders = append(p.orders, &o)
 	select { // under the mutex: a restock that drains it sees only later sales
 	case s.sales <- struct{}{}:
 	default:
@@ -262,10 +279,30 @@ func (s *fakeShop) restock(w http.ResponseWriter, r *http.Request) {
 		}
 		s.mu.Lock()
 	}
-	p.Sold = int64(len(p.orders))
+	s.count(p)
 	out := p.Product
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
+}
+
+// count brings p's sold count up to date: without a window, its orders;
+// with one, the shop keeps it as orders move. The caller holds s.mu.
+func (s *fakeShop) count(p *fakeProduct) {
+	if s.life.window == 0 {
+		p.Sold = int64(len(p.orders))
+	}
+}
+
+// listProducts is GET /api/v1/products.
+func (s *fakeShop) listProducts(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []Product{}
+	for _, p := range s.products {
+		s.count(p)
+		out = append(out, p.Product)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"products": out})
 }
 
 // holdFirstPurchaseForRestock makes the shop's first purchase wait until

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,15 @@ const (
 	OpPurchase OpKind = "purchase"
 	// OpRestock is PUT /api/v1/products/:id/stock.
 	OpRestock OpKind = "restock"
+	// OpPay and OpCancel are POST /api/v1/orders/:id/pay and /cancel, by
+	// a buyer with a pending order (Config.Life).
+	OpPay    OpKind = "pay"
+	OpCancel OpKind = "cancel"
+	// OpExpire is not a request: it is one expiry round of the service on
+	// one product, rebuilt after the sale from the orders listed (see
+	// expiries). Its interval runs from the latest window's end among its
+	// orders to when the round recorded them closed.
+	OpExpire OpKind = "expire"
 )
 
 // OpResult says what the linearizability check makes of an operation.
@@ -64,8 +74,16 @@ type Op struct {
 	Product int64  `json:"product"`
 	// Target is the base URL of the replica that was asked.
 	Target string `json:"target"`
-	// User is the buyer of a purchase.
+	// User is the buyer of a purchase, or the one who pays or cancels.
 	User string `json:"user,omitempty"`
+	// Order is the order a purchase's 201 made (or, settled, the order
+	// the listing shows it made), or the order a payment or a cancel
+	// moves; 0 when not known. Due is when that order's window ends (its
+	// expires_at), on the history's clock, when it has one. Orders are
+	// the orders an expiry moved.
+	Order  int64          `json:"order,omitempty"`
+	Due    *time.Duration `json:"due_ns,omitempty"`
+	Orders []int64        `json:"orders,omitempty"`
 	// Set is the stock a restock or a create asked for.
 	Set *int64 `json:"set,omitempty"`
 
@@ -77,10 +95,11 @@ type Op struct {
 	Status int    `json:"status"`
 	Code   string `json:"code,omitempty"`
 	Error  string `json:"error,omitempty"`
-	// Stock and Sold are the product in the answer of a create, a read or
-	// a restock.
-	Stock *int64 `json:"stock,omitempty"`
-	Sold  *int64 `json:"sold,omitempty"`
+	// Stock, Reserved and Sold are the product in the answer of a create,
+	// a read or a restock.
+	Stock    *int64 `json:"stock,omitempty"`
+	Reserved *int64 `json:"reserved,omitempty"`
+	Sold     *int64 `json:"sold,omitempty"`
 
 	Result OpResult `json:"result"`
 	// Settled is what the orders listed after the sale say of an
@@ -145,7 +164,7 @@ func (h *history) snapshot() ([]Op, int) {
 // productOp records a create or a read that answered p.
 func (h *history) productOp(kind OpKind, target string, call, ret time.Time, set *int64, p Product) {
 	op := Op{Kind: kind, Product: p.ID, Target: target, Set: set, Call: h.since(call), Return: h.since(ret),
-		Status: http.StatusOK, Stock: ptr(p.Stock), Sold: ptr(p.Sold), Result: ResultOK}
+		Status: http.StatusOK, Stock: ptr(p.Stock), Reserved: ptr(p.Reserved), Sold: ptr(p.Sold), Result: ResultOK}
 	if kind == OpCreate {
 		op.Status = http.StatusCreated
 	}
@@ -167,7 +186,7 @@ func (h *history) result(r *vegeta.Result, targets []string) {
 		op.Result = ResultNoOp
 		var p Product
 		if r.Code == http.StatusOK && json.Unmarshal(r.Body, &p) == nil {
-			op.Stock, op.Sold, op.Result = ptr(p.Stock), ptr(p.Sold), ResultOK
+			op.Stock, op.Reserved, op.Sold, op.Result = ptr(p.Stock), ptr(p.Reserved), ptr(p.Sold), ResultOK
 		}
 		h.add(op)
 		return
@@ -176,6 +195,11 @@ func (h *history) result(r *vegeta.Result, targets []string) {
 	op.User, _ = buyerOf(r.URL)
 	o := classify(r)
 	op.Code = o.code
+	if o.created() {
+		if made, ok := createdOrder(r.Body); ok {
+			op.Order, op.Due = made.ID, h.due(made)
+		}
+	}
 	switch {
 	case o.created(), o.code == codeSoldOut && o.status == http.StatusConflict,
 		o.code == codeAlreadyPurchased && o.status == http.StatusConflict:
@@ -196,7 +220,7 @@ func (h *history) restock(productID int64, target string, call, ret time.Time, s
 	switch {
 	case err == nil:
 		op.Status, op.Result = http.StatusOK, ResultOK
-		op.Stock, op.Sold = ptr(p.Stock), ptr(p.Sold)
+		op.Stock, op.Reserved, op.Sold = ptr(p.Stock), ptr(p.Reserved), ptr(p.Sold)
 	case errors.As(err, &apiErr):
 		op.Status, op.Code = apiErr.Status, apiErr.Code
 		op.Result = ResultAmbiguous
@@ -212,6 +236,90 @@ func (h *history) restock(productID int64, target string, call, ret time.Time, s
 	}
 	h.add(op)
 	return op.Result
+}
+
+// move records one payment or cancel (kind) of order o by its buyer,
+// answered or failed with err, and returns what the check makes of it:
+// a definite answer for 200 and the 409s of an order that cannot move, a
+// no-op as noOp says, ambiguous otherwise.
+func (h *history) move(kind OpKind, o Order, target string, call, ret time.Time, err error) OpResult {
+	op := Op{Kind: kind, Product: o.ProductID, Target: target, User: o.UserID, Order: o.ID, Due: h.due(o),
+		Call: h.since(call), Return: h.since(ret)}
+	var apiErr *APIError
+	switch {
+	case err == nil:
+		op.Status, op.Result = http.StatusOK, ResultOK
+	case errors.As(err, &apiErr):
+		op.Status, op.Code = apiErr.Status, apiErr.Code
+		switch {
+		case apiErr.Status == http.StatusConflict && slices.Contains([]string{codeOrderPaid, codeOrderCancelled, codeOrderExpired}, apiErr.Code):
+			op.Result = ResultOK
+		case noOp(apiErr.Status, apiErr.Code, ""):
+			op.Result = ResultNoOp
+		default:
+			op.Result = ResultAmbiguous
+		}
+	default:
+		op.Error = err.Error()
+		op.Result = ResultAmbiguous
+		if notSent(err) {
+			op.Result = ResultNoOp
+		}
+	}
+	h.add(op)
+	return op.Result
+}
+
+// purchase records one purchase made outside the attack (the close-out's)
+// by user, which answered o or failed with err, and returns what the
+// check makes of it, as result does for the attack's.
+func (h *history) purchase(productID int64, user, target string, call, ret time.Time, o Order, err error) OpResult {
+	op := Op{Kind: OpPurchase, Product: productID, Target: target, User: user, Call: h.since(call), Return: h.since(ret)}
+	var apiErr *APIError
+	switch {
+	case err == nil:
+		op.Status, op.Result = http.StatusCreated, ResultOK
+		op.Order, op.Due = o.ID, h.due(o)
+	case errors.As(err, &apiErr):
+		op.Status, op.Code = apiErr.Status, apiErr.Code
+		switch {
+		case apiErr.Status == http.StatusConflict && (apiErr.Code == codeSoldOut || apiErr.Code == codeAlreadyPurchased):
+			op.Result = ResultOK
+		case noOp(apiErr.Status, apiErr.Code, ""):
+			op.Result = ResultNoOp
+		default:
+			op.Result = ResultAmbiguous
+		}
+	default:
+		op.Error = err.Error()
+		op.Result = ResultAmbiguous
+		if notSent(err) {
+			op.Result = ResultNoOp
+		}
+	}
+	h.add(op)
+	return op.Result
+}
+
+// due is when o's window ends, on the history's clock, or nil without
+// one. The service stamps it with its clock, which the load test shares
+// (one host): the times compare.
+func (h *history) due(o Order) *time.Duration {
+	if o.ExpiresAt.IsZero() {
+		return nil
+	}
+	return ptr(h.since(o.ExpiresAt))
+}
+
+// createdOrder reads the order out of a purchase's 201 answer.
+func createdOrder(body []byte) (Order, bool) {
+	var out struct {
+		Order *Order `json:"order"`
+	}
+	if json.Unmarshal(body, &out) != nil || out.Order == nil || out.Order.ID == 0 {
+		return Order{}, false
+	}
+	return *out.Order, true
 }
 
 // noOp reports whether an answer to a purchase or a restock certainly
@@ -350,35 +458,47 @@ func createEmpty(path string) error {
 
 // settle tells, where it can, whether each ambiguous purchase took
 // effect, from the orders listed after the sale (the API never deletes an
-// order, and a purchase writes its order with its stock change):
+// order, and a purchase writes its order with its stock change). The
+// orders of a buyer that no 201 of theirs made (by the id the 201
+// answered, or by count when the answers named none) are the orders their
+// ambiguous purchases made:
 //
-//   - Its buyer holds no order: it did not take effect before the orders
-//     were listed, and if it did later, no operation of the history saw
-//     it. It counts as a no-op.
-//   - Its buyer holds an order that another request of theirs made (a
-//     201): one order per user, so this one made none.
-//   - Its buyer holds an order and no other request of theirs got a 201
-//     or is ambiguous too: this one made it, after its call and before
-//     the orders were listed (listed, on the history's clock).
+//   - None: it did not take effect before the orders were listed, and if
+//     it did later, no operation of the history saw it. It counts as a
+//     no-op.
+//   - One, and no other request of theirs is ambiguous too: this one made
+//     it, after its call and before the orders were listed (listed, on the
+//     history's clock), and it is that order (Op.Order).
 //
 // Left open, each such purchase may or may not take effect anywhere after
 // its call, and with hundreds of them (a server that timed out under
 // load) no search decides; settled, each is a definite sale or nothing.
 func settle(ops []Op, orders []Order, listed time.Duration) {
-	holds := map[string]bool{}
-	for _, o := range orders {
-		holds[o.UserID] = true
+	type buyer struct {
+		product int64
+		user    string
 	}
-	created, ambiguous := map[string]int{}, map[string]int{}
+	made := map[[2]int64]bool{} // product, order: made by a 201
+	unnamed, ambiguous := map[buyer]int{}, map[buyer]int{}
 	for _, op := range ops {
 		if op.Kind != OpPurchase {
 			continue
 		}
+		b := buyer{op.Product, op.User}
 		switch {
+		case op.Result == ResultOK && op.Status == http.StatusCreated && op.Order != 0:
+			made[[2]int64{op.Product, op.Order}] = true
 		case op.Result == ResultOK && op.Status == http.StatusCreated:
-			created[op.User]++
+			unnamed[b]++
 		case op.Result == ResultAmbiguous:
-			ambiguous[op.User]++
+			ambiguous[b]++
+		}
+	}
+	others := map[buyer][]Order{} // orders no named 201 made
+	for _, o := range orders {
+		if !made[[2]int64{o.ProductID, o.ID}] {
+			b := buyer{o.ProductID, o.UserID}
+			others[b] = append(others[b], o)
 		}
 	}
 	for i := range ops {
@@ -386,11 +506,16 @@ func settle(ops []Op, orders []Order, listed time.Duration) {
 		if op.Kind != OpPurchase || op.Result != ResultAmbiguous {
 			continue
 		}
-		switch {
-		case !holds[op.User], created[op.User] > 0:
+		b := buyer{op.Product, op.User}
+		left := others[b]
+		switch n := len(left) - unnamed[b]; {
+		case n <= 0:
 			op.Settled = SettledNoOrder
-		case ambiguous[op.User] == 1:
+		case n == 1 && ambiguous[b] == 1:
 			op.Settled, op.SettledBy = SettledOrder, max(listed, op.Call)
+			if unnamed[b] == 0 {
+				op.Order = left[0].ID
+			}
 		}
 	}
 }
@@ -402,6 +527,7 @@ func settle(ops []Op, orders []Order, listed time.Duration) {
 func checkRun(cfg Config, h *history, prefix string, orders []Order, listed time.Time) (Linearizability, string, error) {
 	ops, lost := h.snapshot()
 	settle(ops, orders, h.since(listed))
+	ops = append(ops, expiries(orders, h.start, h.since(listed))...)
 	var err error
 	if cfg.History != "" {
 		err = writeHistory(cfg.History, ops)

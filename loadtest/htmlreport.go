@@ -58,8 +58,9 @@ func (r Report) WriteHTML(w io.Writer) error {
 		Report:        r,
 		Top:           top,
 		Rest:          rest,
-		S:             r.Before.Stock + r.Before.Sold,
+		S:             supply(r.Before),
 		SaleChart:     r.SaleChart(720, 260),
+		LifeChart:     r.lifeChart(720, 240),
 		OutcomesChart: r.OutcomesChart(720, 220),
 		LatencyChart:  r.LatencyChart(720, 220),
 	})
@@ -73,6 +74,15 @@ type htmlReportData struct {
 	Rest                                   ProductGroup
 	S                                      int64
 	SaleChart, OutcomesChart, LatencyChart template.HTML
+	LifeChart                              template.HTML // "" without a window
+}
+
+// lifeChart is the reservations' chart, or nothing without them.
+func (r Report) lifeChart(w, h int) template.HTML {
+	if r.Reservations == nil {
+		return ""
+	}
+	return r.Reservations.LifeChart(w, h)
 }
 
 // WriteJSON writes the Report as indented JSON. Durations are in
@@ -89,13 +99,13 @@ func (r Report) WriteJSON(w io.Writer) error {
 func (r *Report) addCharts(t *tally, samples []Sample) {
 	r.Timeline = buildTimeline(t.events, t.end)
 	r.Samples = make([]Sample, 0, len(samples)+2)
-	r.Samples = append(r.Samples, Sample{At: 0, Stock: r.Before.Stock, Sold: r.Before.Sold})
+	r.Samples = append(r.Samples, Sample{At: 0, Stock: r.Before.Stock, Reserved: r.Before.Reserved, Sold: r.Before.Sold})
 	r.Samples = append(r.Samples, samples...)
 	end := t.end
 	if n := len(samples); n > 0 {
 		end = max(end, samples[n-1].At)
 	}
-	r.Samples = append(r.Samples, Sample{At: end, Stock: r.After.Stock, Sold: r.After.Sold})
+	r.Samples = append(r.Samples, Sample{At: end, Stock: r.After.Stock, Reserved: r.After.Reserved, Sold: r.After.Sold})
 }
 
 // createReportFiles creates the report files before the attack, so that a
@@ -191,17 +201,18 @@ func outcomeOrder(counts map[string]int) []string {
 }
 
 // SaleChart draws stock and sold over the sale as an SVG: the stock to
-// sell S as a dashed line, the product's stock, sold and their sum as the
-// server answered during the attack, and the 201s the load test received.
+// sell S as a dashed line, the product's stock, sold (and reserved, with
+// a payment window) and their sum as the server answered during the
+// attack, and the 201s the load test received.
 // In a correct sale the sum stays on the S line; an oversell lifts it
 // above, and when the stock runs out, draws sold above the line too.
 func (r Report) SaleChart(w, h int) template.HTML {
-	s := r.Before.Stock + r.Before.Sold
+	s := supply(r.Before)
 	end := r.Elapsed
 	top := float64(s)
 	for _, x := range r.Samples {
 		end = max(end, x.At)
-		top = max(top, float64(x.Stock+x.Sold))
+		top = max(top, float64(x.Stock+x.Reserved+x.Sold))
 	}
 	top = max(top, float64(r.Before.Sold+int64(r.Created)))
 	xmax := end.Seconds()
@@ -209,11 +220,12 @@ func (r Report) SaleChart(w, h int) template.HTML {
 		"data-s", fmt.Sprint(s), "data-sold", fmt.Sprint(r.After.Sold), "data-oversold", fmt.Sprint(r.Oversold))
 	c.axes(countLabel, niceStep(xmax, 6), secondsLabel)
 	c.hline(float64(s), colorLimit, "limit", fmt.Sprintf("S = %d", s))
-	var stock, sold, total, created [][2]float64
+	var stock, reserved, sold, total, created [][2]float64
 	for _, x := range r.Samples {
 		stock = append(stock, [2]float64{x.At.Seconds(), float64(x.Stock)})
+		reserved = append(reserved, [2]float64{x.At.Seconds(), float64(x.Reserved)})
 		sold = append(sold, [2]float64{x.At.Seconds(), float64(x.Sold)})
-		total = append(total, [2]float64{x.At.Seconds(), float64(x.Stock + x.Sold)})
+		total = append(total, [2]float64{x.At.Seconds(), float64(x.Stock + x.Reserved + x.Sold)})
 	}
 	created = append(created, [2]float64{0, float64(r.Before.Sold)})
 	for _, st := range r.Timeline.Steps {
@@ -222,6 +234,9 @@ func (r Report) SaleChart(w, h int) template.HTML {
 	c.line(total, colorTotal, "total", true)
 	c.line(created, colorCreated, "created", true)
 	c.line(stock, colorStock, "stock", false)
+	if r.Reservations != nil {
+		c.line(reserved, colorReserved, "reserved", false)
+	}
 	c.line(sold, colorSold, "sold", false)
 	return c.html()
 }

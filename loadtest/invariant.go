@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Observed is everything the checker judges: what the attack saw and what
@@ -11,8 +12,8 @@ import (
 // make one up.
 type Observed struct {
 	// Before is the product as created or read before the attack. S, the
-	// stock there is to sell, is Before.Stock + Before.Sold: orders made
-	// before the run are part of it.
+	// stock there is to sell, is Before.Stock + Before.Reserved +
+	// Before.Sold: orders made before the run are part of it.
 	Before Product
 	// After is the product read after the attack.
 	After Product
@@ -43,7 +44,42 @@ type Observed struct {
 	Restocks     int
 	Restocked    *Product
 	StockUnknown bool
+
+	// Reserving is true when the sale's orders have a payment window: a
+	// purchase reserves its unit, and the buyer pays, cancels, or lets
+	// the window pass and the service expires the order. Check then
+	// judges the reserved count and each order's life too.
+	Reserving bool
+	// Moves are the payments and cancels of the product's orders that got
+	// a definite answer.
+	Moves []Move
+	// Listed is when Orders were listed, and Lag how long past its window
+	// an order may stay pending (the expiry's bound): an order still
+	// pending past its window plus Lag at Listed has been forgotten.
+	Listed time.Time
+	Lag    time.Duration
+	// Finished is true when the product's buyers paid for every unit
+	// they reserved: every buyer paid on time, or a close-out bought and
+	// paid for what came back after the sale. Every unit must then end
+	// sold, if demand exceeded the supply.
+	Finished bool
 }
+
+// Move is a payment or a cancel of an order, as the load test saw it.
+type Move struct {
+	Kind    OpKind // OpPay or OpCancel
+	Product int64
+	Order   int64
+	Status  int    // 200, or the 409's
+	Code    string // the 409's error code
+	// Call is when it was sent, and Due its order's expires_at as its
+	// purchase's 201 answered it: the service's clock, which the load
+	// test shares (one host).
+	Call, Due time.Time
+}
+
+// ok reports whether the move succeeded.
+func (m Move) ok() bool { return m.Status == 200 }
 
 // Status is the result of one invariant.
 type Status string
@@ -77,8 +113,25 @@ type Invariant struct {
 //
 // Liveness (6): when demand exceeded the stock and the run ended normally,
 // the stock must be 0; otherwise it is reported as undersold (Warn).
+//
+// When the orders have a payment window (Observed.Reserving), 1-3, 5 and 6
+// read: available (the stock) and reserved >= 0; sold == paid orders and
+// reserved == pending orders; available + reserved + sold == S; no user
+// holds two live (pending or paid) orders; and every unit sold when demand
+// exceeded S and the buyers paid for what they reserved (Finished). Four
+// safety invariants of an order's life follow:
+//
+//  7. each order leaves pending once, for good: no order answered 200 to
+//     both a payment and a cancel, none whose 200 move is not the state it
+//     ended in, none pending again after it closed
+//  8. no paid order expired: no order answered 200 to a payment ended
+//     expired
+//  9. no payment accepted after its window: no 200 to a payment sent after
+//     its order's expires_at, and no paid order closed after it
+//  10. nothing pending past its window plus Lag when the orders were
+//     listed: a unit forgotten there is lost to the sale
 func Check(o Observed) []Invariant {
-	return []Invariant{
+	out := []Invariant{
 		checkStock(o),
 		checkSold(o),
 		checkConservation(o),
@@ -86,6 +139,11 @@ func Check(o Observed) []Invariant {
 		checkDuplicates(o),
 		checkLiveness(o),
 	}
+	if o.Reserving {
+		life := newOrderLife(o)
+		out = append(out, life.once(), life.paidExpired(), life.payLate(), life.forgotten())
+	}
+	return out
 }
 
 // Oversold reports whether any safety invariant failed.
@@ -103,30 +161,62 @@ func verdict(ok bool) Status {
 }
 
 func checkStock(o Observed) Invariant {
+	if o.Reserving {
+		return Invariant{1, "available, reserved >= 0", true, verdict(o.After.Stock >= 0 && o.After.Reserved >= 0),
+			fmt.Sprintf("available %d, reserved %d", o.After.Stock, o.After.Reserved)}
+	}
 	return Invariant{1, "stock >= 0", true, verdict(o.After.Stock >= 0),
 		fmt.Sprintf("stock %d", o.After.Stock)}
 }
 
 func checkSold(o Observed) Invariant {
+	if o.Reserving {
+		n := countStates(o.Orders)
+		ok := o.After.Sold == int64(n[StatePaid]) && o.After.Reserved == int64(n[StatePending])
+		detail := fmt.Sprintf("sold %d, paid orders %d; reserved %d, pending orders %d",
+			o.After.Sold, n[StatePaid], o.After.Reserved, n[StatePending])
+		return Invariant{2, "sold == paid, reserved == pending", true, verdict(ok), detail}
+	}
 	ok := o.After.Sold == int64(len(o.Orders))
 	detail := fmt.Sprintf("sold %d, orders listed %d", o.After.Sold, len(o.Orders))
 	return Invariant{2, "sold == orders", true, verdict(ok), detail}
 }
 
+// countStates counts orders by state.
+func countStates(orders []Order) map[string]int {
+	n := map[string]int{}
+	for _, ord := range orders {
+		n[ord.State]++
+	}
+	return n
+}
+
+// supply is a product's stock, reserved and sold added up.
+func supply(p Product) int64 { return p.Stock + p.Reserved + p.Sold }
+
 func checkConservation(o Observed) Invariant {
-	s := o.Before.Stock + o.Before.Sold
-	sum := o.After.Stock + o.After.Sold
+	name := "stock + sold == S"
+	s, sum := supply(o.Before), supply(o.After)
 	detail := fmt.Sprintf("stock %d + sold %d = %d, S = %d", o.After.Stock, o.After.Sold, sum, s)
+	if o.Reserving {
+		name = "available + reserved + sold == S"
+		detail = fmt.Sprintf("available %d + reserved %d + sold %d = %d, S = %d", o.After.Stock, o.After.Reserved, o.After.Sold, sum, s)
+	}
 	switch {
 	case o.StockUnknown:
-		return Invariant{3, "stock + sold == S", true, Skip,
+		return Invariant{3, name, true, Skip,
 			"a restock of unknown outcome: S is not known (the linearizability check still judges the stock)"}
 	case o.Restocked != nil:
-		// A purchase moves one unit from stock to sold; only a restock
-		// changes their sum, and its answer is the state it set.
-		s = o.Restocked.Stock + o.Restocked.Sold
+		// A purchase moves one unit from stock to sold (or reserved, and
+		// a payment, a cancel or an expiry on between them); only a
+		// restock changes their sum, and its answer is the state it set.
+		s = supply(*o.Restocked)
 		detail = fmt.Sprintf("stock %d + sold %d = %d, S = %d from the last of %d restocks (stock %d, sold %d)",
 			o.After.Stock, o.After.Sold, sum, s, o.Restocks, o.Restocked.Stock, o.Restocked.Sold)
+		if o.Reserving {
+			detail = fmt.Sprintf("available %d + reserved %d + sold %d = %d, S = %d from the last of %d restocks (available %d, reserved %d, sold %d)",
+				o.After.Stock, o.After.Reserved, o.After.Sold, sum, s, o.Restocks, o.Restocked.Stock, o.Restocked.Reserved, o.Restocked.Sold)
+		}
 	}
 	switch {
 	case sum > s:
@@ -134,7 +224,7 @@ func checkConservation(o Observed) Invariant {
 	case sum < s:
 		detail += fmt.Sprintf(": %d units lost", s-sum)
 	}
-	return Invariant{3, "stock + sold == S", true, verdict(sum == s), detail}
+	return Invariant{3, name, true, verdict(sum == s), detail}
 }
 
 func checkCreated(o Observed) Invariant {
@@ -155,6 +245,9 @@ func checkCreated(o Observed) Invariant {
 }
 
 func checkDuplicates(o Observed) Invariant {
+	if o.Reserving {
+		return checkLiveDuplicates(o)
+	}
 	perUser := map[string]int{}
 	for _, ord := range o.Orders {
 		perUser[ord.UserID]++
@@ -178,7 +271,33 @@ func checkDuplicates(o Observed) Invariant {
 	return Invariant{5, "no user holds two orders", true, verdict(ok), detail}
 }
 
+// checkLiveDuplicates is checkDuplicates with a window: a user whose
+// order was cancelled or expired may buy again, so two orders and two
+// 201s are fine, two live orders are not.
+func checkLiveDuplicates(o Observed) Invariant {
+	live := map[string]int{}
+	for _, ord := range o.Orders {
+		if ord.State == StatePending || ord.State == StatePaid {
+			live[ord.UserID]++
+		}
+	}
+	var dup []string
+	for u, n := range live {
+		if n > 1 {
+			dup = append(dup, u)
+		}
+	}
+	detail := fmt.Sprintf("users with two live orders %d", len(dup))
+	if len(dup) > 0 {
+		detail += ", e.g. " + firstSorted(dup)
+	}
+	return Invariant{5, "no user holds two live orders", true, verdict(len(dup) == 0), detail}
+}
+
 func checkLiveness(o Observed) Invariant {
+	if o.Reserving {
+		return checkSoldAll(o)
+	}
 	inv := Invariant{Number: 6, Name: "sold out when demand exceeded stock", Safety: false}
 	switch {
 	case !o.EndedNormally:
@@ -191,6 +310,31 @@ func checkLiveness(o Observed) Invariant {
 		inv.Status, inv.Detail = Pass, fmt.Sprintf("demand %d > stock %d, stock left %d", o.Demand, o.Before.Stock, o.After.Stock)
 	default:
 		inv.Status, inv.Detail = Warn, fmt.Sprintf("undersold: demand %d > stock %d, yet %d left", o.Demand, o.Before.Stock, o.After.Stock)
+	}
+	return inv
+}
+
+// checkSoldAll is checkLiveness with a window: the stock can be 0 while
+// units are reserved, and units that came back at the end are on sale
+// again, so the question is whether every unit ended sold, asked only
+// when the buyers paid for what they reserved.
+func checkSoldAll(o Observed) Invariant {
+	inv := Invariant{Number: 6, Name: "all sold when demand exceeded S", Safety: false}
+	s := supply(o.Before)
+	switch {
+	case !o.EndedNormally:
+		inv.Status, inv.Detail = Skip, "the run did not end normally"
+	case o.Restocks > 0:
+		inv.Status, inv.Detail = Skip, fmt.Sprintf("%d restocks changed the stock during the sale", o.Restocks)
+	case int64(o.Demand) <= s:
+		inv.Status, inv.Detail = Skip, fmt.Sprintf("demand %d did not exceed S %d", o.Demand, s)
+	case !o.Finished:
+		inv.Status, inv.Detail = Skip, "not every buyer paid, and nobody bought what came back after the sale"
+	case o.After.Sold == s:
+		inv.Status, inv.Detail = Pass, fmt.Sprintf("demand %d > S %d, sold %d", o.Demand, s, o.After.Sold)
+	default:
+		inv.Status, inv.Detail = Warn, fmt.Sprintf("undersold: demand %d > S %d, yet sold %d (available %d, reserved %d)",
+			o.Demand, s, o.After.Sold, o.After.Stock, o.After.Reserved)
 	}
 	return inv
 }

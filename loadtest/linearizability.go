@@ -99,6 +99,9 @@ func CheckHistory(ops []Op, opts CheckOptions) Linearizability {
 		if h.settled > 0 {
 			settled = fmt.Sprintf(" (%d with no answer but an order after the sale)", h.settled)
 		}
+		if h.expiries > 0 {
+			settled += fmt.Sprintf(" (%d of them expiry rounds rebuilt from the orders listed)", h.expiries)
+		}
 		return fmt.Sprintf("%d operations of %d product(s) checked%s, %d no-ops left out, %d ambiguous left open; in %v",
 			h.definite+h.settled, len(h.products), settled, h.noOps, h.ambiguous, round(res.Elapsed))
 	}
@@ -152,6 +155,7 @@ func (l *Linearizability) visualize(p *linProduct, opts CheckOptions) {
 type linHistory struct {
 	products                            []*linProduct
 	definite, settled, noOps, ambiguous int
+	expiries                            int // of the definite: expiry rounds
 }
 
 // linProduct is one product's operations, in porcupine's form, and the
@@ -162,6 +166,95 @@ type linProduct struct {
 	first int // the operation that gives the initial state: the create, or the first read
 	in    []porcupine.Operation
 	end   time.Duration // after every return: where ambiguous operations end
+	idx   linIndex
+}
+
+// linIndex is what the model's inputs need to know about a product's
+// history as a whole: which orders it tracks and who made them.
+type linIndex struct {
+	// reserve: the product's orders have a payment window.
+	reserve bool
+	// repeat numbers the repeat buyers (two purchases or more).
+	repeat map[string]int
+	// order gives each tracked order its index in linState.orders, by
+	// orderKey.
+	order map[int64]int
+	// mine lists each repeat buyer's tracked orders; loose says which of
+	// them may hold an order the history cannot name, with a window.
+	mine  map[string][]int
+	loose map[string]bool
+}
+
+// orderKey names the order op i makes (a 201, or a purchase settled with
+// an order) or moves (a payment or a cancel): its id, or for a 201 whose
+// answer named none, a key of its own below 0; 0 for none.
+func (p *linProduct) orderKey(i int) int64 {
+	op := p.ops[i]
+	switch {
+	case op.Order != 0:
+		return op.Order
+	case op.Kind == OpPurchase && op.Result == ResultOK && op.Status == http.StatusCreated:
+		return -int64(i) - 1
+	}
+	return 0
+}
+
+// makes reports whether op i is a purchase that made an order.
+func (p *linProduct) makes(i int) bool {
+	op := p.ops[i]
+	return op.Kind == OpPurchase && (op.Status == http.StatusCreated || op.Settled == SettledOrder || op.Result == ResultAmbiguous)
+}
+
+// index finds the tracked orders: those the history names twice or more
+// (made, then paid, cancelled or expired), and those of repeat buyers.
+func (p *linProduct) index() linIndex {
+	x := linIndex{repeat: repeatBuyers(p.ops), order: map[int64]int{}, mine: map[string][]int{}, loose: map[string]bool{}}
+	refs := map[int64]int{}
+	for i, op := range p.ops {
+		switch op.Kind {
+		case OpPay, OpCancel, OpExpire:
+			x.reserve = true
+		}
+		if op.Due != nil {
+			x.reserve = true
+		}
+		if k := p.orderKey(i); k != 0 {
+			refs[k]++
+		}
+		for _, k := range op.Orders {
+			refs[k]++
+		}
+	}
+	byCall := make([]int, len(p.ops))
+	for i := range byCall {
+		byCall[i] = i
+	}
+	slices.SortStableFunc(byCall, func(a, b int) int { return cmp.Compare(p.ops[a].Call, p.ops[b].Call) })
+	track := func(k int64) {
+		if _, ok := x.order[k]; !ok && k != 0 {
+			x.order[k] = len(x.order)
+		}
+	}
+	for _, i := range byCall {
+		op := p.ops[i]
+		k := p.orderKey(i)
+		_, repeat := x.repeat[op.User]
+		switch {
+		case op.Kind == OpPurchase && repeat && p.makes(i) && k == 0:
+			x.loose[op.User] = x.reserve
+		case op.Kind == OpPurchase && repeat && k != 0:
+			track(k)
+			x.mine[op.User] = append(x.mine[op.User], x.order[k])
+		case refs[k] > 1:
+			track(k)
+		}
+		for _, k := range op.Orders {
+			if refs[k] > 1 {
+				track(k)
+			}
+		}
+	}
+	return x
 }
 
 func newLinHistory(ops []Op) *linHistory {
@@ -183,6 +276,9 @@ func newLinHistory(ops []Op) *linHistory {
 			h.ambiguous++
 		default:
 			h.definite++
+			if op.Kind == OpExpire {
+				h.expiries++
+			}
 		}
 		p := byID[op.Product]
 		if p == nil {
@@ -203,6 +299,7 @@ func newLinHistory(ops []Op) *linHistory {
 				}
 			}
 		}
+		p.idx = p.index()
 		p.in = p.operations(nil)
 	}
 	return h
@@ -244,7 +341,6 @@ const (
 // Client ids only lay the visualization out: each operation goes to the
 // first row whose last operation has returned.
 func (p *linProduct) operations(modes []relax) []porcupine.Operation {
-	repeat := repeatBuyers(p.ops)
 	order := make([]int, len(p.ops))
 	for i := range order {
 		order[i] = i
@@ -261,14 +357,8 @@ func (p *linProduct) operations(modes []relax) []porcupine.Operation {
 		if mode == dropped || (mode == relaxed && !p.changes(i)) {
 			continue
 		}
-		in, o := linInput{kind: op.Kind, product: op.Product, user: op.User, bit: -1}, linOutput{}
-		if b, ok := repeat[op.User]; ok && op.Kind == OpPurchase {
-			in.bit = b
-		}
-		if op.Set != nil {
-			in.set = *op.Set
-		}
-		ret := op.Return
+		in, o := p.input(i), linOutput{}
+		ret := max(op.Return, op.Call) // an expiry closed before it was due: quickAnomaly says so
 		switch {
 		case op.Result == ResultAmbiguous && op.Settled == SettledOrder:
 			ret = op.SettledBy // its order was listed by then
@@ -282,13 +372,17 @@ func (p *linProduct) operations(modes []relax) []porcupine.Operation {
 			o.outcome = outCreated // a sale, some time after its call
 		case op.Result == ResultAmbiguous:
 			o.ambiguous = true
-		case op.Kind == OpPurchase:
+		case op.Kind == OpPurchase && op.Status == http.StatusCreated:
 			o.outcome = outCreated
-			if op.Status != http.StatusCreated {
+		case op.Kind == OpPay || op.Kind == OpCancel:
+			o.outcome = outOK
+			if op.Status != http.StatusOK {
 				o.outcome = fmt.Sprintf("%d %s", op.Status, op.Code)
 			}
+		case op.Kind == OpPurchase:
+			o.outcome = fmt.Sprintf("%d %s", op.Status, op.Code)
 		default:
-			o.stock, o.sold = deref(op.Stock), deref(op.Sold)
+			o.stock, o.reserved, o.sold = deref(op.Stock), deref(op.Reserved), deref(op.Sold)
 		}
 		client := slices.IndexFunc(rows, func(free time.Duration) bool { return free < op.Call })
 		if client < 0 {
@@ -302,6 +396,43 @@ func (p *linProduct) operations(modes []relax) []porcupine.Operation {
 		})
 	}
 	return out
+}
+
+// dueSlack is how far past its order's due time a payment or a cancel
+// must have been called to be surely late: the API writes expires_at in
+// microseconds, truncated, and the window ends up to a microsecond after
+// the time written. A millisecond is ample.
+const dueSlack = time.Millisecond
+
+// input is op i as the model's input.
+func (p *linProduct) input(i int) linInput {
+	op := p.ops[i]
+	in := linInput{kind: op.Kind, product: op.Product, user: op.User, bit: -1, order: -1, reserve: p.idx.reserve}
+	if k, ok := p.idx.order[p.orderKey(i)]; ok {
+		in.order = k
+	}
+	if op.Set != nil {
+		in.set = *op.Set
+	}
+	switch op.Kind {
+	case OpPurchase:
+		if b, ok := p.idx.repeat[op.User]; ok {
+			in.bit, in.mine, in.loose = b, p.idx.mine[op.User], p.idx.loose[op.User]
+		}
+	case OpPay, OpCancel:
+		if op.Due != nil {
+			in.late = op.Call > *op.Due+dueSlack
+			in.early = op.Return < *op.Due
+		}
+	case OpExpire:
+		in.units = int64(len(op.Orders))
+		for _, k := range op.Orders {
+			if j, ok := p.idx.order[k]; ok {
+				in.moved = append(in.moved, j)
+			}
+		}
+	}
+	return in
 }
 
 // check runs porcupine on ops of this product until deadline.
@@ -395,11 +526,19 @@ func (p *linProduct) smallestAnomaly(deadline time.Time) string {
 // combinations fits is a search over them all.
 const tryTimeout = 500 * time.Millisecond
 
-// changes reports whether operation i changed the state: a 201, a
-// restock, or an ambiguous one.
+// changes reports whether operation i changed the state: a 201, a 200
+// payment or cancel, a restock, an expiry, or an ambiguous one.
 func (p *linProduct) changes(i int) bool {
 	op := p.ops[i]
-	return op.Kind == OpRestock || (op.Kind == OpPurchase && (op.Result == ResultAmbiguous || op.Status == http.StatusCreated))
+	switch op.Kind {
+	case OpRestock, OpExpire:
+		return true
+	case OpPurchase:
+		return op.Result == ResultAmbiguous || op.Status == http.StatusCreated
+	case OpPay, OpCancel:
+		return op.Result == ResultAmbiguous || op.Status == http.StatusOK
+	}
+	return false
 }
 
 // definiteByReturn returns the indices of p's definite operations by
@@ -454,7 +593,7 @@ func (p *linProduct) sentence(modes []relax) string {
 	}
 	var start string
 	if p.first >= 0 {
-		start = fmt.Sprintf("starting from stock %d, sold %d, ", deref(p.ops[p.first].Stock), deref(p.ops[p.first].Sold))
+		start = "starting from " + p.ops[p.first].state() + ", "
 	}
 	if len(witness) == 1 {
 		return fmt.Sprintf("%sno order explains this answer, even with every other request's answer lost: %s", start, parts[0])
@@ -503,22 +642,57 @@ func repeatBuyers(ops []Op) map[string]int {
 func (op Op) describe() string {
 	var what string
 	switch op.Kind {
-	case OpPurchase:
-		what = fmt.Sprintf("purchase by %s -> %d", op.User, op.Status)
+	case OpPurchase, OpPay, OpCancel:
+		what = fmt.Sprintf("%s by %s", op.Kind, op.User)
+		if op.Kind != OpPurchase {
+			what = fmt.Sprintf("%s of order %d by %s", op.Kind, op.Order, op.User)
+		}
+		what += fmt.Sprintf(" -> %d", op.Status)
 		if op.Code != "" {
 			what += " " + op.Code
 		}
+		if op.Kind == OpPurchase && op.Order != 0 {
+			what += fmt.Sprintf(" order %d", op.Order)
+		}
 	case OpRestock:
-		what = fmt.Sprintf("restock to %d -> stock %d, sold %d", deref(op.Set), deref(op.Stock), deref(op.Sold))
+		what = fmt.Sprintf("restock to %d -> %s", deref(op.Set), op.state())
+	case OpExpire:
+		what = fmt.Sprintf("expiry of order(s) %s", idList(op.Orders))
 	default:
-		what = fmt.Sprintf("%s -> stock %d, sold %d", op.Kind, deref(op.Stock), deref(op.Sold))
+		what = fmt.Sprintf("%s -> %s", op.Kind, op.state())
 	}
 	return what + " (" + op.where() + ")"
 }
 
+// state is the product in op's answer: "stock 3, sold 7", or with a
+// reserved count, "stock 3, reserved 2, sold 5".
+func (op Op) state() string {
+	if r := deref(op.Reserved); r != 0 {
+		return fmt.Sprintf("stock %d, reserved %d, sold %d", deref(op.Stock), r, deref(op.Sold))
+	}
+	return fmt.Sprintf("stock %d, sold %d", deref(op.Stock), deref(op.Sold))
+}
+
+// idList writes ids "1, 2, 3", or the first ones and how many more.
+func idList(ids []int64) string {
+	const most = 5
+	var parts []string
+	for i, id := range ids {
+		if i == most {
+			parts = append(parts, fmt.Sprintf("and %d more", len(ids)-most))
+			break
+		}
+		parts = append(parts, fmt.Sprint(id))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // where is the replica and the interval of op: "127.0.0.1:8080,
-// 0.512-0.530s".
+// 0.512-0.530s"; for an expiry, "expiry, due 0.512s, closed by 0.530s".
 func (op Op) where() string {
+	if op.Kind == OpExpire {
+		return fmt.Sprintf("expiry, due %.3fs, closed by %.3fs", op.Call.Seconds(), op.Return.Seconds())
+	}
 	host := strings.TrimPrefix(strings.TrimPrefix(op.Target, "http://"), "https://")
 	if host == "" {
 		host = "?"

@@ -340,7 +340,7 @@ func TestSettleAmbiguousPurchases(t *testing.T) {
 		lost(hBuy("u3", 4, 5, 0, "")),                                // u3's order is the 201's
 		lost(hBuy("u4", 2, 3, 0, "")), lost(hBuy("u4", 4, 5, 0, "")), // one of two: cannot tell which
 	}
-	orders := []Order{{UserID: "u1"}, {UserID: "u3"}, {UserID: "u4"}}
+	orders := []Order{{ProductID: 1, UserID: "u1"}, {ProductID: 1, UserID: "u3"}, {ProductID: 1, UserID: "u4"}}
 	settle(ops, orders, ms(7))
 	want := []string{"", SettledOrder, SettledNoOrder, "", SettledNoOrder, "", ""}
 	for i, op := range ops {
@@ -360,7 +360,7 @@ func TestSettleAmbiguousPurchases(t *testing.T) {
 		{hRead(8, 9, 10, 0), LinNo},
 	} {
 		h := append(slices.Clone(base), tc.final)
-		settle(h, []Order{{UserID: "u1"}}, ms(7)) // listed before the final read
+		settle(h, []Order{{ProductID: 1, UserID: "u1"}}, ms(7)) // listed before the final read
 		if got := CheckHistory(h, CheckOptions{}); got.Verdict != tc.want {
 			t.Errorf("final read stock %d sold %d: got %s, want %s", *tc.final.Stock, *tc.final.Sold, got.Line(), tc.want)
 		}

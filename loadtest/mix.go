@@ -278,6 +278,7 @@ type beside struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	restocks map[int64]*restocks // by product, once the restocks ended
+	life     *lives              // the buyers' moves after their 201s
 }
 
 func newBeside(cfg Config, apis []api, hist *history, products []Product) *beside {
@@ -322,7 +323,7 @@ func (s *beside) of(id int64) restocks {
 }
 
 // result records one result of the attack and reports whether it was a
-// read (not a purchase). With restocks paced by count, it makes one due
+// read (not a purchase). A 201's order goes to the buyers' moves (lives). With restocks paced by count, it makes one due
 // each time the running total floor(answered*share) steps up; a restock
 // already due is not doubled.
 func (s *beside) result(r *vegeta.Result) (read bool) {
@@ -340,6 +341,11 @@ func (s *beside) result(r *vegeta.Result) (read bool) {
 	if isRead(r.URL) {
 		s.reads++
 		return true
+	}
+	if r.Code == http.StatusCreated && s.life != nil {
+		if o, ok := createdOrder(r.Body); ok {
+			s.life.reserved(o)
+		}
 	}
 	return false
 }

@@ -8,11 +8,15 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
-// Error codes of the purchase endpoint the report and the checker care about.
+// Error codes of the purchase, pay and cancel endpoints that the report
+// and the checker care about.
 const (
 	codeSoldOut          = "sold_out"
 	codeAlreadyPurchased = "already_purchased"
 	codeBusy             = "busy"
+	codeOrderPaid        = "order_paid"
+	codeOrderCancelled   = "order_cancelled"
+	codeOrderExpired     = "order_expired"
 )
 
 // outcome is what one purchase request came to.

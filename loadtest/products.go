@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -138,8 +139,9 @@ type ProductReport struct {
 	Oversold, Undersold bool
 }
 
-// S is the product's stock to sell: its stock and sold before the sale.
-func (p ProductReport) S() int64 { return p.Before.Stock + p.Before.Sold }
+// S is the product's stock to sell: its stock, reserved and sold before
+// the sale.
+func (p ProductReport) S() int64 { return supply(p.Before) }
 
 // judgeProducts checks every product on its own and returns the
 // per-product reports, by index, and the sale's invariants: each the worst
@@ -147,26 +149,44 @@ func (p ProductReport) S() int64 { return p.Before.Stock + p.Before.Sold }
 // failed it, or the totals when none did.
 func judgeProducts(before []Product, snaps []snapshotResult, prefix string, t *tally, b *buyers, side *beside, endedNormally bool) ([]ProductReport, []Invariant) {
 	demand := b.demandOf()
+	life := side.life
+	reserving := life.reserving || slices.ContainsFunc(snaps, func(s snapshotResult) bool {
+		return slices.ContainsFunc(s.orders, func(o Order) bool { return !o.ExpiresAt.IsZero() })
+	})
 	reports := make([]ProductReport, len(before))
 	for i, p := range before {
 		pt := t.product(p.ID)
 		rs := side.of(p.ID)
+		created, byUser, unknown := pt.created, pt.createdByUser, pt.unknown
+		co := life.closing[p.ID]
+		if co != nil {
+			created, unknown = created+co.created, unknown+co.unknown
+			byUser = maps.Clone(byUser)
+			for u, n := range co.createdByUser {
+				byUser[u] += n
+			}
+		}
 		inv := Check(Observed{
 			Before:        p,
 			After:         snaps[i].after,
 			Orders:        snaps[i].orders,
 			UserPrefix:    prefix,
-			Created:       pt.created,
-			CreatedByUser: pt.createdByUser,
-			Unknown:       pt.unknown,
+			Created:       created,
+			CreatedByUser: byUser,
+			Unknown:       unknown,
 			Demand:        demand[i],
 			EndedNormally: endedNormally,
 			Restocked:     rs.last,
 			Restocks:      rs.sent,
 			StockUnknown:  !rs.known,
+			Reserving:     reserving,
+			Moves:         life.moves[p.ID],
+			Listed:        snaps[i].listed,
+			Lag:           life.cfg.Lag,
+			Finished:      co != nil || life.cfg.allPaid(),
 		})
 		r := ProductReport{ID: p.ID, Index: i, Before: p, After: snaps[i].after, Demand: demand[i],
-			Requests: pt.requests, Created: pt.created, Orders: runOrders(snaps[i].orders, prefix),
+			Requests: pt.requests, Created: created, Orders: runOrders(snaps[i].orders, prefix),
 			LastPurchase: pt.lastCreated, SoldOutAt: pt.soldOutAt(), PurchaseLatency: summarize(pt.purchases),
 			Restocks: rs.sent, Invariants: inv, Oversold: Oversold(inv)}
 		r.Undersold = slices.ContainsFunc(inv, func(x Invariant) bool { return !x.Safety && x.Status == Warn })
@@ -175,18 +195,34 @@ func judgeProducts(before []Product, snaps []snapshotResult, prefix string, t *t
 	if len(reports) == 1 {
 		return reports, reports[0].Invariants
 	}
-	total := Observed{UserPrefix: prefix, Unknown: t.unknown, CreatedByUser: t.createdByUser, EndedNormally: endedNormally,
-		Restocks: side.restocksSent()}
+	total := Observed{UserPrefix: prefix, Unknown: t.unknown, CreatedByUser: maps.Clone(t.createdByUser), EndedNormally: endedNormally,
+		Restocks: side.restocksSent(), Reserving: reserving, Lag: life.cfg.Lag}
 	for i, r := range reports {
-		total.Before.Stock += r.Before.Stock
-		total.Before.Sold += r.Before.Sold
-		total.After.Stock += r.After.Stock
-		total.After.Sold += r.After.Sold
+		total.Before = addProducts(total.Before, r.Before)
+		total.After = addProducts(total.After, r.After)
 		total.Orders = append(total.Orders, snaps[i].orders...)
+		total.Moves = append(total.Moves, life.moves[r.ID]...)
+		if snaps[i].listed.After(total.Listed) {
+			total.Listed = snaps[i].listed
+		}
 		total.Created += r.Created
 		total.Demand += r.Demand
+		if co := life.closing[r.ID]; co != nil {
+			total.Unknown += co.unknown
+			for u, n := range co.createdByUser {
+				total.CreatedByUser[u] += n
+			}
+		}
 	}
 	return reports, mergeInvariants(reports, total)
+}
+
+// addProducts adds b's stock, reserved and sold to a's.
+func addProducts(a, b Product) Product {
+	a.Stock += b.Stock
+	a.Reserved += b.Reserved
+	a.Sold += b.Sold
+	return a
 }
 
 // mergeInvariants folds the products' invariants into the sale's: for
@@ -240,17 +276,26 @@ func mergeInvariants(reports []ProductReport, total Observed) []Invariant {
 func livenessSummary(reports []ProductReport) string {
 	var sold, less, other int
 	for _, r := range reports {
-		inv := r.Invariants[len(r.Invariants)-1]
+		i := slices.IndexFunc(r.Invariants, func(inv Invariant) bool { return !inv.Safety })
+		if i < 0 {
+			continue
+		}
+		inv := r.Invariants[i]
 		switch {
 		case inv.Status == Pass:
 			sold++
-		case inv.Status == Skip && r.Demand <= int(r.Before.Stock) && r.Restocks == 0:
+		case inv.Status == Skip && int64(r.Demand) <= r.S() && r.Restocks == 0:
 			less++
 		default:
 			other++
 		}
 	}
-	s := fmt.Sprintf("%d products sold out under more demand than stock, %d had less demand than stock", sold, less)
+	what := "sold out under more demand than stock"
+	if slices.ContainsFunc(reports[0].Invariants, func(inv Invariant) bool { return inv.Number > 6 }) {
+		// A sale with a window: units come back, and sold out is not over.
+		what = "sold every unit under more demand than their supply"
+	}
+	s := fmt.Sprintf("%d products %s, %d had less demand than stock", sold, what, less)
 	if other > 0 {
 		s += fmt.Sprintf(", %d not judged (restocked, or the run did not end normally)", other)
 	}

@@ -15,19 +15,24 @@ import (
 // the search then decides.
 //
 //   - A restock whose answer is not the stock it set.
-//   - A user with two 201s for the product.
-//   - A read whose stock + sold is not the sum the last restock before it
-//     left (or the created stock, when none can precede it). A purchase
-//     moves one unit from stock to sold; only a restock changes the sum:
-//     a lost update breaks it.
-//   - With no restock at all, more 201s than the stock there was.
+//   - An expiry that took effect before the window of one of its orders
+//     ended: closed before it was due.
+//   - A user with two 201s for the product, when orders have no window
+//     (with one, an order cancelled or expired lets its buyer buy again).
+//   - A read whose stock + reserved + sold is not the sum the last restock
+//     before it left (or the created stock, when none can precede it). A
+//     purchase moves one unit from stock to reserved or sold, a payment
+//     from reserved to sold, a cancel or an expiry from reserved back to
+//     the stock; only a restock changes the sum: a lost update breaks it.
+//   - With no restock and no window at all, more 201s than the stock
+//     there was.
 func (p *linProduct) quickAnomaly() string {
 	if p.first < 0 {
 		return ""
 	}
 	init := p.ops[p.first]
-	s0 := deref(init.Stock) + deref(init.Sold)
-	start := fmt.Sprintf("starting from stock %d, sold %d, ", deref(init.Stock), deref(init.Sold))
+	s0 := deref(init.Stock) + deref(init.Reserved) + deref(init.Sold)
+	start := "starting from " + init.state() + ", "
 
 	var restocks, created []int
 	ambiguousRestock := false
@@ -41,9 +46,11 @@ func (p *linProduct) quickAnomaly() string {
 			if deref(op.Stock) != deref(op.Set) {
 				return start + "a restock answered a state it did not set: " + op.describe()
 			}
+		case op.Kind == OpExpire && op.Return < op.Call:
+			return start + p.closedBeforeDue(i)
 		case op.Kind == OpPurchase && op.Result == ResultOK && op.Status == http.StatusCreated:
 			created = append(created, i)
-			if j, ok := byUser[op.User]; ok {
+			if j, ok := byUser[op.User]; ok && !p.idx.reserve {
 				return start + "one user got two 201s: " + p.ops[j].describe() + "; " + op.describe()
 			}
 			byUser[op.User] = i
@@ -55,7 +62,7 @@ func (p *linProduct) quickAnomaly() string {
 			return start + why + ": " + p.ops[r].describe()
 		}
 	}
-	if len(restocks) == 0 && !ambiguousRestock && int64(len(created)) > s0 {
+	if len(restocks) == 0 && !ambiguousRestock && !p.idx.reserve && int64(len(created)) > s0 {
 		slices.SortFunc(created, func(a, b int) int { return cmp.Compare(p.ops[a].Return, p.ops[b].Return) })
 		return fmt.Sprintf("%s%d purchases answered 201 for a stock of %d that no restock raised; the first %s, the one beyond the stock %s",
 			start, len(created), s0, p.ops[created[0]].describe(), p.ops[created[s0]].describe())
@@ -77,7 +84,7 @@ func (p *linProduct) badSum(s0 int64, restocks []int) (int, string) {
 	slices.SortFunc(reads, func(a, b int) int { return cmp.Compare(p.ops[a].Return, p.ops[b].Return) })
 	for _, i := range reads {
 		r := p.ops[i]
-		sum := deref(r.Stock) + deref(r.Sold)
+		sum := deref(r.Stock) + deref(r.Reserved) + deref(r.Sold)
 		// The sums the state can have at the read: that of any restock
 		// that may come last before it (one that started before the read
 		// ended, with no other restock surely between them), or the
@@ -102,20 +109,39 @@ func (p *linProduct) badSum(s0 int64, restocks []int) (int, string) {
 			later := slices.ContainsFunc(restocks, func(m int) bool {
 				return p.ops[m].Call > rk.Return && p.ops[m].Return < r.Call
 			})
-			if !later && deref(rk.Set)+deref(rk.Sold) == sum {
+			if !later && deref(rk.Set)+deref(rk.Reserved)+deref(rk.Sold) == sum {
 				explained = true
 				break
 			}
 		}
 		if !explained {
-			why := fmt.Sprintf("a read found stock + sold = %d, which no restock before it left, "+
-				"and only a restock changes the sum (a purchase moves one unit from stock to sold)", sum)
+			what, moves := "stock + sold", "a purchase moves one unit from stock to sold"
+			if p.idx.reserve {
+				what, moves = "stock + reserved + sold", "a purchase, a payment, a cancel and an expiry move units between them"
+			}
+			why := fmt.Sprintf("a read found %s = %d, which no restock before it left, "+
+				"and only a restock changes the sum (%s)", what, sum, moves)
 			if before == 0 {
-				why = fmt.Sprintf("a read found stock + sold = %d, not %d, with no restock before it "+
-					"(a purchase moves one unit from stock to sold, so the sum stays)", sum, s0)
+				why = fmt.Sprintf("a read found %s = %d, not %d, with no restock before it "+
+					"(%s, so the sum stays)", what, sum, s0, moves)
 			}
 			return i, why
 		}
 	}
 	return -1, ""
+}
+
+// closedBeforeDue says why expiry i closed before its window ended: it
+// took effect early, or one of its orders had closed before, answered
+// 200 to a payment or a cancel whose closed_at it kept, and expired all
+// the same.
+func (p *linProduct) closedBeforeDue(i int) string {
+	exp := p.ops[i]
+	for _, op := range p.ops {
+		if (op.Kind == OpPay || op.Kind == OpCancel) && op.Result == ResultOK && op.Status == http.StatusOK && slices.Contains(exp.Orders, op.Order) {
+			return fmt.Sprintf("an order left pending twice: %s, and it expired as well, keeping the closed_at of the first move: %s",
+				op.describe(), exp.describe())
+		}
+	}
+	return "an order expired before its window ended: " + exp.describe()
 }

@@ -24,6 +24,28 @@ func TestReportVerdict(t *testing.T) {
 	}
 }
 
+// A sale whose counts held but whose orders' life broke says which
+// invariant failed rather than "oversold"; one whose counts broke too
+// says oversold.
+func TestReportVerdictOfTheOrdersLife(t *testing.T) {
+	late := Invariant{Number: 9, Name: "no payment accepted after its window", Safety: true, Status: Fail}
+	sum := Invariant{Number: 3, Name: "available + reserved + sold == S", Safety: true, Status: Fail}
+	for _, tc := range []struct {
+		invs    []Invariant
+		expect  bool
+		verdict string
+	}{
+		{[]Invariant{late}, false, "FAIL: A SAFETY INVARIANT OF THE ORDERS' LIFE FAILED: (9) no payment accepted after its window"},
+		{[]Invariant{late}, true, "PASS: a safety invariant of the orders' life failed, as expected for this mode: (9) no payment accepted after its window"},
+		{[]Invariant{sum, late}, false, "FAIL: OVERSOLD"},
+	} {
+		r := Report{Invariants: tc.invs, Oversold: Oversold(tc.invs), ExpectOversell: tc.expect}
+		if r.OK() != tc.expect || !strings.HasPrefix(r.Verdict(), tc.verdict) {
+			t.Errorf("%v, expect %v: got OK %v %q, want %v %q", tc.invs, tc.expect, r.OK(), r.Verdict(), tc.expect, tc.verdict)
+		}
+	}
+}
+
 func TestReportWriteText(t *testing.T) {
 	o := sale(10, 10, 50)
 	addOrder(&o, "lt-1-10")

@@ -33,8 +33,10 @@ const attackName = "sale"
 //
 // When ctx ends during the attack, Run stops sending, aborts requests in
 // flight and still verifies (within Config.Timeout), because an interrupted
-// sale can have oversold too; the Report says Stopped: "interrupted". Run
-// keeps no state between calls, so one process can run many sales.
+// sale can have oversold too; the Report says Stopped: "interrupted".
+// Closing Config.End is not an interruption: the attack ends as at the end
+// of its Duration. Run keeps no state between calls, so one process can
+// run many sales.
 func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -75,6 +77,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 		return Report{}, fmt.Errorf("%w: history file: %v", ErrInvalidConfig, err)
 	}
 	side := newBeside(cfg, apis, hist, before)
+	side.life = newLives(ctx, cfg.Life, apis, hist, prefix, rand.Uint64())
 
 	total := sum(before)
 	fmt.Fprintf(w, "loadtest: %s (stock %d, sold %d) on %d target(s); %s; at most %d requests; repeat share %.0f%%%s\n",
@@ -85,6 +88,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	}
 	smp := startSampler(ctx, apis[0], before, cfg.SampleInterval, time.Now())
 	t, b, stopped := attack(ctx, cfg, tr, before, prefix, rec, side, progressW)
+	side.life.finish(before, b.demandOf(), stopped == "", w)
 	samples := smp.stop(t.start)
 	recErr := rec.close()
 
@@ -130,6 +134,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Report, error) {
 	rep := newReport(cfg, products, prefix, t, invariants, stopped)
 	rep.addCharts(t, samples)
 	rep.Reads, rep.Restocks = side.reads, side.restocksSent()
+	rep.Reservations = side.life.report(orders, t.start)
 	rep.Linearizability, rep.History, err = checkRun(cfg, hist, prefix, orders, listed)
 	recErr = errors.Join(recErr, err)
 	if int(requests) != rep.Requests {
@@ -202,8 +207,9 @@ func setUp(ctx context.Context, cfg Config, apis []api, prefix string) ([]setUpO
 	return set, nil
 }
 
-// attack runs Vegeta until the pacing, the duration, the hard deadline or
-// ctx stops it, and returns what it saw. stopped is empty on a normal end.
+// attack runs Vegeta until the pacing, the duration, cfg.End, the hard
+// deadline or ctx stops it, and returns what it saw. stopped is empty on a
+// normal end, which an end through cfg.End is.
 func attack(ctx context.Context, cfg Config, tr http.RoundTripper, products []Product, prefix string,
 	rec *recorder, side *beside, progressW io.Writer) (t *tally, b *buyers, stopped string) {
 	atkCtx, cancel := context.WithTimeout(ctx, cfg.hardDeadline())
@@ -225,10 +231,15 @@ func attack(ctx context.Context, cfg Config, tr http.RoundTripper, products []Pr
 	results := attacker.Attack(mixTargeter(b, cfg.Targets, ids, cfg.Skew, cfg.Mix.Reads, rand.Uint64()), newPacer(cfg), cfg.Duration, attackName)
 	side.start(atkCtx)
 
-	// Vegeta has no context: turn ctx and the hard deadline into Stop. The
+	// Vegeta has no context: turn ctx, the hard deadline and cfg.End into
+	// Stop. Stop only ends the sending; ctx and the hard deadline also
+	// abort the requests in flight (abortable), End lets them finish. The
 	// goroutine ends with atkCtx, cancelled on return at the latest.
 	go func() {
-		<-atkCtx.Done()
+		select {
+		case <-atkCtx.Done():
+		case <-cfg.End: // nil: never
+		}
 		attacker.Stop()
 	}()
 
@@ -291,10 +302,8 @@ func newReport(cfg Config, products []ProductReport, prefix string, t *tally,
 		rep.Skew = cfg.Skew.orDefault().String()
 	}
 	for _, p := range products {
-		rep.Before.Stock += p.Before.Stock
-		rep.Before.Sold += p.Before.Sold
-		rep.After.Stock += p.After.Stock
-		rep.After.Sold += p.After.Sold
+		rep.Before = addProducts(rep.Before, p.Before)
+		rep.After = addProducts(rep.After, p.After)
 		rep.RunOrders += p.Orders
 		rep.Undersold = rep.Undersold || p.Undersold
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,6 +218,70 @@ func TestRunCancelAbortsInFlightAndStillVerifies(t *testing.T) {
 	}
 	if !rep.OK() || rep.Invariants[5].Status != Skip {
 		t.Errorf("got verdict %q, liveness %s; want a pass with liveness skipped", rep.Verdict(), rep.Invariants[5].Status)
+	}
+}
+
+// TestRunEndFinishesTheSaleInFull ends a sale meant to last a minute
+// through Config.End while a purchase is in flight on the server. Unlike
+// an interruption, the attack sends nothing more, that purchase gets its
+// answer (it is held on the server for a moment, where an abort would
+// reach it), and the sale is judged as one that ran its course: nothing
+// unknown, liveness checked, not stopped early.
+func TestRunEndFinishesTheSaleInFull(t *testing.T) {
+	end := make(chan struct{})
+	shop := newFakeShop(false)
+	var aborted atomic.Bool
+	var after atomic.Int64 // purchases the server received once end was closed
+	shop.onPurchase = func(r *http.Request, n int64) {
+		select {
+		case <-end:
+			after.Add(1)
+			return
+		default:
+		}
+		if n != 10 {
+			return
+		}
+		close(end)
+		hold := time.NewTimer(300 * time.Millisecond)
+		defer hold.Stop()
+		select {
+		case <-hold.C:
+		case <-r.Context().Done():
+			aborted.Store(true)
+		}
+	}
+	a, _ := shop.serve(t)
+	cfg := shortSale(a)
+	cfg.Stock = 5
+	cfg.Rate = 200
+	cfg.Duration = time.Minute
+	cfg.MaxRequests = 0
+	cfg.End = end
+
+	var out bytes.Buffer
+	rep, err := Run(t.Context(), cfg, &out)
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	}
+	if aborted.Load() {
+		t.Error("the purchase in flight when End was closed was aborted, want it answered")
+	}
+	if rep.Stopped != "" || rep.Unknown != 0 || len(rep.TransportErrors) != 0 {
+		t.Errorf("got stopped %q, %d unknown outcomes, transport errors %v; want a sale that ran its course, every answer known",
+			rep.Stopped, rep.Unknown, rep.TransportErrors)
+	}
+	// A minute at 200 a second would be 12,000; after End, only what the
+	// workers had already taken on.
+	if rep.Requests < 10 || rep.Requests > 10+int(after.Load()) || after.Load() > 50 {
+		t.Errorf("got %d requests, %d of them after End; want the 10 before it and at most a few after", rep.Requests, after.Load())
+	}
+	if !rep.OK() || rep.After.Stock != 0 || rep.Invariants[5].Status != Pass {
+		t.Errorf("got verdict %q, stock left %d, liveness %s (%s); want a pass, sold out, liveness checked",
+			rep.Verdict(), rep.After.Stock, rep.Invariants[5].Status, rep.Invariants[5].Detail)
+	}
+	if s := out.String(); strings.Contains(s, "stopped early") || !strings.Contains(s, "for 1m0s at most, or until its caller ends it") {
+		t.Errorf("report: want no \"stopped early\" and the shape with its end:\n%s", s)
 	}
 }
 

@@ -52,9 +52,10 @@ type Step struct {
 // attack, or the sale's products added up as GET /api/v1/products did:
 // sold and stock as the server saw them.
 type Sample struct {
-	At    time.Duration // when the answer arrived, from the start of the attack
-	Stock int64
-	Sold  int64
+	At       time.Duration // when the answer arrived, from the start of the attack
+	Stock    int64
+	Reserved int64 `json:",omitempty"`
+	Sold     int64
 }
 
 // buildTimeline cuts events into at most MaxSteps steps of a round width.
@@ -126,8 +127,7 @@ func startSampler(ctx context.Context, a api, products []Product, interval time.
 			var t Product
 			for _, p := range all {
 				if mine[p.ID] {
-					t.Stock += p.Stock
-					t.Sold += p.Sold
+					t = addProducts(t, p)
 				}
 			}
 			return t, err
@@ -149,7 +149,7 @@ func startSampler(ctx context.Context, a api, products []Product, interval time.
 			}
 			s.mu.Lock()
 			if len(s.samples) < maxSamples {
-				s.samples = append(s.samples, Sample{At: time.Since(s.start), Stock: p.Stock, Sold: p.Sold})
+				s.samples = append(s.samples, Sample{At: time.Since(s.start), Stock: p.Stock, Reserved: p.Reserved, Sold: p.Sold})
 			}
 			s.mu.Unlock()
 		}

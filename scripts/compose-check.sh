@@ -334,7 +334,7 @@ kill_master() {
 product() {
 	local body p=""
 	body=$(curl -fsS --max-time 1 "http://127.0.0.1:$LB_PORT/api/v1/products" 2>/dev/null) || return 1
-	while [[ $body =~ \"stock\":([0-9]+),\"sold\":([0-9]+)(.*) ]]; do
+	while [[ $body =~ \"stock\":([0-9]+),\"available\":[0-9]+,\"reserved\":[0-9]+,\"sold\":([0-9]+)(.*) ]]; do
 		p="${BASH_REMATCH[1]} ${BASH_REMATCH[2]}" body=${BASH_REMATCH[3]}
 	done
 	[ -n "$p" ] && echo "$p"
@@ -367,14 +367,16 @@ data=$(curl -sS --max-time 10 "http://127.0.0.1:$LB_PORT/dashboard/data")
 case $data in *'"scope":"shared"'*) ;; *) log "dashboard data is not shared: ${data:0:300}"; exit 1 ;; esac
 # The dashboard's totals and the API's list both read the shared database,
 # so they must agree.
-listed=$(curl -sS --max-time 10 "http://127.0.0.1:$LB_PORT/api/v1/products" | grep -o '"stock":[0-9]*,"sold":[0-9]*' || true)
-listed_products=0 listed_stock=0 listed_sold=0
+listed=$(curl -sS --max-time 10 "http://127.0.0.1:$LB_PORT/api/v1/products" | grep -o '"stock":[0-9]*,"available":[0-9]*,"reserved":[0-9]*,"sold":[0-9]*' || true)
+listed_products=0 listed_stock=0 listed_reserved=0 listed_sold=0
 for pair in $listed; do
 	pair_stock=${pair#\"stock\":} pair_stock=${pair_stock%%,*}
-	listed_products=$((listed_products + 1)) listed_stock=$((listed_stock + pair_stock)) listed_sold=$((listed_sold + ${pair##*:}))
+	pair_reserved=${pair#*\"reserved\":} pair_reserved=${pair_reserved%%,*}
+	listed_products=$((listed_products + 1)) listed_stock=$((listed_stock + pair_stock))
+	listed_reserved=$((listed_reserved + pair_reserved)) listed_sold=$((listed_sold + ${pair##*:}))
 done
 inventory=$(printf '%s' "$data" | grep -o '"inventory":{[^}]*}' || true)
-want="\"inventory\":{\"products\":$listed_products,\"stock\":$listed_stock,\"sold\":$listed_sold,"
+want="\"inventory\":{\"products\":$listed_products,\"stock\":$listed_stock,\"reserved\":$listed_reserved,\"sold\":$listed_sold,"
 top=${data#*\"top\":\[} top=${top%%\]*}
 if [ "$listed_sold" -eq 0 ] || [ "${inventory#"$want"}" = "$inventory" ] || ! printf '%s' "$top" | grep -q '"sold":[1-9]'; then
 	log "dashboard shows ${inventory:-no inventory} and top [${top:0:300}], the API lists [$(echo $listed)]: want the same sums, with a sale among the top"

@@ -55,17 +55,35 @@ func (s *Store) ClaimAndReadAll(ctx context.Context, claims []seckill.Claim) ([]
 // transaction: the product's stock and sold, only while its fence holds
 // the placement's token, then its orders, only if that write matched. A
 // product whose fence moved on writes nothing and gets an error matching
-// seckill.ErrFenceRejected in refused; the others are written. err is a
-// failure of the transaction, which then writes nothing (a duplicate
-// order among them matches seckill.ErrAlreadyPurchased). It sets the
+// seckill.ErrFenceRejected in refused; the others are written. It sets the
 // orders' ids.
+//
+// A duplicate order (the unique index: another writer of the database
+// inserted an order of one of the buyers since the round read them) fails
+// the one transaction as a whole; the placements are then written again,
+// each in a transaction of its own, so that the product with the duplicate
+// writes nothing and gets an error matching seckill.ErrAlreadyPurchased in
+// refused, and the others are written all the same. Any failure of those
+// per-product transactions is that product's, in refused. err is a failure
+// of the call, which then writes nothing.
 func (s *Store) PlaceOrdersAll(ctx context.Context, ps []seckill.Placement) (refused []error, err error) {
 	for _, p := range ps {
 		if len(p.Orders) == 0 {
 			return nil, errNoOrders
 		}
 	}
-	return s.path.placeOrdersAll(ctx, ps)
+	refused, err = s.path.placeOrdersAll(ctx, ps)
+	switch {
+	case !errors.Is(err, seckill.ErrAlreadyPurchased):
+		return refused, err
+	case len(ps) == 1:
+		return []error{err}, nil
+	}
+	refused = make([]error, len(ps))
+	for i, p := range ps {
+		refused[i] = s.PlaceOrders(ctx, p.ProductID, p.Token, p.NewStock, p.Orders)
+	}
+	return refused, nil
 }
 
 // byProductID returns the indices of items sorted by their product ids.
@@ -110,18 +128,18 @@ func productIDs(want []seckill.BuyersOf) []int64 {
 // not GORM: these are the statements of every purchase.
 const (
 	// sqliteProducts reads products by id: a JSON array of ids.
-	sqliteProducts = `SELECT id, name, stock, sold, fence FROM products WHERE id IN (SELECT value FROM json_each(?))`
+	sqliteProducts = `SELECT id, name, stock, reserved, sold, fence FROM products WHERE id IN (SELECT value FROM json_each(?))`
 	// sqliteBuyers finds which (product, user) pairs of a JSON array of
 	// [product, user] have an order: the pairs as a table joined to
 	// orders, each one probe of the (product_id, user_id) index whatever
 	// the product has sold. (A row value IN a list of pairs is planned as
 	// a scan of that index from end to end.)
 	sqliteBuyers = `SELECT o.product_id, o.user_id FROM json_each(?) AS w
-		JOIN orders o ON o.product_id = w.value ->> 0 AND o.user_id = w.value ->> 1`
+		JOIN orders o ON o.product_id = w.value ->> 0 AND o.user_id = w.value ->> 1 AND o.` + liveState
 	// sqliteInsertOrders inserts the orders of a JSON array of [product,
-	// user, fence, created_at], and returns their ids.
-	sqliteInsertOrders = `INSERT INTO orders (product_id, user_id, fence, created_at)
-		SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?) ORDER BY key
+	// user, fence, created_at, state, expires_at], and returns their ids.
+	sqliteInsertOrders = `INSERT INTO orders (product_id, user_id, fence, created_at, state, expires_at)
+		SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5 FROM json_each(?) ORDER BY key
 		RETURNING id, product_id, user_id`
 )
 
@@ -179,7 +197,7 @@ func (g gormPath) readAll(ctx context.Context, q querier, want []seckill.BuyersO
 	products := make(map[int64]*seckill.Product, len(want))
 	for rows.Next() {
 		var p seckill.Product
-		if err := rows.Scan(&p.ID, &p.Name, &p.Stock, &p.Sold, &p.Fence); err != nil {
+		if err := rows.Scan(&p.ID, &p.Name, &p.Stock, &p.Reserved, &p.Sold, &p.Fence); err != nil {
 			_ = rows.Close()
 			return nil, nil, err
 		}
@@ -298,11 +316,12 @@ func (g gormPath) placeOrdersAll(ctx context.Context, ps []seckill.Placement) ([
 	refused := make([]error, len(ps))
 	err := g.tx(ctx, func(tx *sql.Tx) error {
 		place := tx.StmtContext(ctx, g.stmts.place)
-		var rows [][4]any
+		var rows [][6]any
 		var orders []*seckill.Order
 		for _, i := range byProductID(ps, func(p seckill.Placement) int64 { return p.ProductID }) {
 			p := ps[i]
-			res, err := place.ExecContext(ctx, p.NewStock, len(p.Orders), p.ProductID, p.Token)
+			sold, reserved := placed(p.Orders)
+			res, err := place.ExecContext(ctx, p.NewStock, sold, reserved, p.ProductID, p.Token)
 			if err != nil {
 				return err
 			}
@@ -313,7 +332,7 @@ func (g gormPath) placeOrdersAll(ctx context.Context, ps []seckill.Placement) ([
 				continue
 			}
 			for _, o := range p.Orders {
-				rows = append(rows, [4]any{o.ProductID, o.UserID, o.Fence, o.CreatedAt.Format(sqliteTime)})
+				rows = append(rows, sqliteOrderRow(o))
 				orders = append(orders, o)
 			}
 		}
@@ -333,10 +352,19 @@ func (g gormPath) placeOrdersAll(ctx context.Context, ps []seckill.Placement) ([
 // the same text for an order written by GORM and one written here.
 const sqliteTime = "2006-01-02 15:04:05.999999999-07:00"
 
+// sqliteOrderRow is o as a row of sqliteInsertOrders.
+func sqliteOrderRow(o *seckill.Order) [6]any {
+	var exp any
+	if t := expiresAt(o); t != nil {
+		exp = t.Format(sqliteTime)
+	}
+	return [6]any{o.ProductID, o.UserID, o.Fence, o.CreatedAt.UTC().Format(sqliteTime), string(orderState(o)), exp}
+}
+
 // insertOrders inserts the orders, given as rows of sqliteInsertOrders,
 // in tx, and sets their ids. A second order of a user for a product
 // matches seckill.ErrAlreadyPurchased.
-func (g gormPath) insertOrders(ctx context.Context, tx *sql.Tx, rows [][4]any, orders []*seckill.Order) error {
+func (g gormPath) insertOrders(ctx context.Context, tx *sql.Tx, rows [][6]any, orders []*seckill.Order) error {
 	raw, err := json.Marshal(rows)
 	if err != nil {
 		return err
@@ -387,18 +415,18 @@ const pgProductsAndBuyers = `WITH w AS (
 		SELECT * FROM unnest($1::bigint[], $2::text[]) AS w(product_id, user_id)
 	), found AS (
 		SELECT w.product_id, w.user_id FROM w
-		CROSS JOIN LATERAL (SELECT 1 FROM orders WHERE product_id = w.product_id AND user_id = w.user_id LIMIT 1) AS o
+		CROSS JOIN LATERAL (SELECT 1 FROM orders WHERE product_id = w.product_id AND user_id = w.user_id AND ` + liveState + ` LIMIT 1) AS o
 	)
-	SELECT p.id, p.name, p.stock, p.sold, p.fence, ARRAY(SELECT f.user_id FROM found f WHERE f.product_id = p.id)
+	SELECT p.id, p.name, p.stock, p.reserved, p.sold, p.fence, ARRAY(SELECT f.user_id FROM found f WHERE f.product_id = p.id)
 	FROM products p WHERE p.id = ANY($3::bigint[])`
 
 // pgInsertFenced inserts the orders of the products whose fence still
 // holds the order's token (each order carries its holder's token): after
 // the product updates of the same transaction, a product that matched is
 // locked with that fence, and one that did not has moved on for good.
-const pgInsertFenced = `INSERT INTO orders (product_id, user_id, fence, created_at)
-	SELECT o.product_id, o.user_id, o.fence, o.created_at
-	FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS o(product_id, user_id, fence, created_at, n)
+const pgInsertFenced = `INSERT INTO orders (product_id, user_id, fence, created_at, state, expires_at)
+	SELECT o.product_id, o.user_id, o.fence, o.created_at, o.state, o.expires_at
+	FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::timestamptz[], $5::text[], $6::timestamptz[]) WITH ORDINALITY AS o(product_id, user_id, fence, created_at, state, expires_at, n)
 	WHERE EXISTS (SELECT 1 FROM products p WHERE p.id = o.product_id AND p.fence = o.fence)
 	ORDER BY o.n
 	RETURNING id, product_id, user_id`
@@ -446,7 +474,7 @@ func scanProductsAndBuyers(rows pgx.Rows) (map[int64]*seckill.Product, map[int64
 	bought := map[int64]map[string]bool{}
 	var pr seckill.Product
 	var found []string
-	_, err := pgx.ForEachRow(rows, []any{&pr.ID, &pr.Name, &pr.Stock, &pr.Sold, &pr.Fence, &found}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&pr.ID, &pr.Name, &pr.Stock, &pr.Reserved, &pr.Sold, &pr.Fence, &found}, func() error {
 		pc := pr
 		products[pr.ID] = &pc
 		bought[pr.ID] = boughtSet(found)
@@ -553,16 +581,19 @@ func pgPlaceOrdersAll(ctx context.Context, q pgxQuerier, ps []seckill.Placement)
 	order := byProductID(ps, func(p seckill.Placement) int64 { return p.ProductID })
 	b := &pgx.Batch{}
 	var products, fences []int64
-	var users []string
+	var users, states []string
 	var created []time.Time
+	var expires []*time.Time
 	for _, i := range order {
 		p := ps[i]
-		b.Queue(pgPlaceProduct, p.ProductID, p.Token, p.NewStock, len(p.Orders))
+		sold, reserved := placed(p.Orders)
+		b.Queue(pgPlaceProduct, p.ProductID, p.Token, p.NewStock, sold, reserved)
 		for _, o := range p.Orders {
 			products, users, fences, created = append(products, p.ProductID), append(users, o.UserID), append(fences, p.Token), append(created, o.CreatedAt)
+			states, expires = append(states, string(orderState(o))), append(expires, expiresAt(o))
 		}
 	}
-	b.Queue(pgInsertFenced, products, users, fences, created)
+	b.Queue(pgInsertFenced, products, users, fences, created, states, expires)
 	br := q.SendBatch(ctx, b)
 	defer func() {
 		if cerr := br.Close(); err == nil && cerr != nil {
@@ -610,4 +641,4 @@ func pgPlaceOrdersAll(ctx context.Context, q pgxQuerier, ps []seckill.Placement)
 }
 
 // pgPlaceProduct is the product update of a fenced write (placeFenced).
-const pgPlaceProduct = "UPDATE products SET stock = $3, sold = sold + $4 WHERE id = $1 AND fence = $2"
+const pgPlaceProduct = "UPDATE products SET stock = $3, sold = sold + $4, reserved = reserved + $5 WHERE id = $1 AND fence = $2"

@@ -115,16 +115,24 @@ func TestRestockAnswersTheStateItWrote(t *testing.T) {
 	})
 }
 
-// Supply counts the orders and returns the recorded supply; a restock's
-// record lands only when its generation is newer, whatever the order the
-// records arrive in.
+// Supply counts the live orders, pending and paid apart, and returns the
+// recorded supply; a restock's record lands only when its generation is
+// newer, whatever the order the records arrive in.
 func TestSupplyAndRecordRestock(t *testing.T) {
 	pgtest.EachDB(t, func(t *testing.T, db string) {
 		ctx := context.Background()
 		st := open(t, db)
 		p := newProduct(t, st, 10)
-		for _, u := range []string{"a", "b", "c"} {
-			if err := st.AddOrder(ctx, &seckill.Order{ProductID: p.ID, UserID: u, CreatedAt: time.Now().UTC()}); err != nil {
+		now := time.Now().UTC()
+		for _, o := range []*seckill.Order{
+			{UserID: "a"}, {UserID: "b"}, {UserID: "c"},
+			{UserID: "d", State: seckill.OrderPending, ExpiresAt: now.Add(time.Hour)},
+			// Neither holds a unit: not counted.
+			{UserID: "e", State: seckill.OrderCancelled, ExpiresAt: now},
+			{UserID: "f", State: seckill.OrderExpired, ExpiresAt: now},
+		} {
+			o.ProductID, o.CreatedAt = p.ID, now
+			if err := st.AddOrder(ctx, o); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -132,22 +140,22 @@ func TestSupplyAndRecordRestock(t *testing.T) {
 			t.Errorf("AddOrder of a second order: got %v, want ErrAlreadyPurchased", err)
 		}
 		sup, err := st.Supply(ctx, p.ID)
-		if want := (seckill.Supply{Stock: 10, Sold: 0, Gen: 0, Orders: 3}); err != nil || sup != want {
+		if want := (seckill.Supply{Stock: 10, Pending: 1, Paid: 3}); err != nil || sup != want {
 			t.Errorf("Supply: got %+v, %v; want %+v (AddOrder writes the order alone)", sup, err, want)
 		}
 		for _, tt := range []struct {
 			c     seckill.Count
 			wrote bool
 		}{
-			{seckill.Count{Stock: 5, Sold: 3, Gen: 2}, true},
-			{seckill.Count{Stock: 7, Sold: 3, Gen: 1}, false}, // older, arriving late
-			{seckill.Count{Stock: 4, Sold: 3, Gen: 2}, false}, // the same generation again
+			{seckill.Count{Stock: 5, Reserved: 1, Sold: 3, Gen: 2}, true},
+			{seckill.Count{Stock: 7, Reserved: 1, Sold: 3, Gen: 1}, false}, // older, arriving late
+			{seckill.Count{Stock: 4, Reserved: 1, Sold: 3, Gen: 2}, false}, // the same generation again
 		} {
 			if wrote, err := st.RecordRestock(ctx, p.ID, tt.c); err != nil || wrote != tt.wrote {
 				t.Errorf("RecordRestock(%+v): got %v, %v; want %v", tt.c, wrote, err, tt.wrote)
 			}
 		}
-		if sup, err := st.Supply(ctx, p.ID); err != nil || sup != (seckill.Supply{Stock: 5, Sold: 3, Gen: 2, Orders: 3}) {
+		if sup, err := st.Supply(ctx, p.ID); err != nil || sup != (seckill.Supply{Stock: 5, Reserved: 1, Sold: 3, Gen: 2, Pending: 1, Paid: 3}) {
 			t.Errorf("Supply after the records: got %+v, %v; want the generation 2 record", sup, err)
 		}
 		if _, err := st.Supply(ctx, p.ID+1); !errors.Is(err, seckill.ErrNotFound) {

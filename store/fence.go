@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -17,7 +18,7 @@ import (
 const (
 	claimFence     = "UPDATE products SET fence = ? WHERE id = ? AND fence < ?"
 	setStockFenced = "UPDATE products SET stock = ? WHERE id = ? AND fence = ?"
-	placeFenced    = "UPDATE products SET stock = ?, sold = sold + ? WHERE id = ? AND fence = ?"
+	placeFenced    = "UPDATE products SET stock = ?, sold = sold + ?, reserved = reserved + ? WHERE id = ? AND fence = ?"
 )
 
 // ClaimFence stores token as the product's fence if it is larger than the
@@ -80,4 +81,37 @@ func (s *Store) SetStockFenced(ctx context.Context, productID, stock, token int6
 		return nil, err
 	}
 	return p, nil
+}
+
+// placed counts orders by where their units go: a paid order's to the
+// product's sold count, a pending one's to its reserved count.
+func placed(orders []*seckill.Order) (sold, reserved int) {
+	for _, o := range orders {
+		if orderState(o) == seckill.OrderPending {
+			reserved++
+		} else {
+			sold++
+		}
+	}
+	return sold, reserved
+}
+
+// orderState is the state an order is written with: its own, or paid for
+// an order that names none (an order final at once).
+func orderState(o *seckill.Order) seckill.OrderState {
+	if o.State == "" {
+		return seckill.OrderPaid
+	}
+	return o.State
+}
+
+// expiresAt is an order's window end as written: nil (NULL) for none, else
+// in UTC, as every time here is, so that SQLite's text times compare in
+// time order.
+func expiresAt(o *seckill.Order) *time.Time {
+	if o.ExpiresAt.IsZero() {
+		return nil
+	}
+	t := o.ExpiresAt.UTC()
+	return &t
 }

@@ -13,13 +13,21 @@ import (
 func (r orderRow) order() *seckill.Order {
 	// PostgreSQL returns times in the process's time zone; orders are
 	// written and shown in UTC.
-	return &seckill.Order{ID: r.ID, ProductID: r.ProductID, UserID: r.UserID, Fence: r.Fence, CreatedAt: r.CreatedAt.UTC()}
+	o := &seckill.Order{ID: r.ID, ProductID: r.ProductID, UserID: r.UserID, Fence: r.Fence, CreatedAt: r.CreatedAt.UTC(),
+		State: seckill.OrderState(r.State)}
+	if r.ExpiresAt != nil {
+		o.ExpiresAt = r.ExpiresAt.UTC()
+	}
+	if r.ClosedAt != nil {
+		o.ClosedAt = r.ClosedAt.UTC()
+	}
+	return o
 }
 
 // hasOrderSQL is HasOrder's statement. An equality on both columns of the
-// unique index is planned through that index whatever the statistics (see
-// pgxPath).
-const hasOrderSQL = "SELECT EXISTS (SELECT 1 FROM orders WHERE product_id = ? AND user_id = ?)"
+// unique index, with its condition, is planned through that index whatever
+// the statistics (see pgxPath).
+const hasOrderSQL = "SELECT EXISTS (SELECT 1 FROM orders WHERE product_id = ? AND user_id = ? AND " + liveState + ")"
 
 // HasOrder reports whether userID already has an order for the product.
 func (s *Store) HasOrder(ctx context.Context, productID int64, userID string) (bool, error) {
@@ -81,17 +89,19 @@ func (s *Store) Orders(ctx context.Context, productID int64, q seckill.OrderQuer
 	return list, nil
 }
 
-// InsertOrder inserts o and adds one to the product's sold count, with no
-// condition, and sets o.ID: the order insert of seckill's unfenced
-// sequence, used only by the unfenced modes. A second order of the same user for the same product
-// matches seckill.ErrAlreadyPurchased. Sold counts every order so inserted,
-// so an oversell shows as sold above the supply.
+// InsertOrder inserts o and adds one to the product's sold count (its
+// reserved count, for a pending order), with no condition, and sets o.ID:
+// the order insert of seckill's unfenced sequence, used only by the
+// unfenced modes. A second live order of the same user for the same
+// product matches seckill.ErrAlreadyPurchased. Sold and reserved count
+// every order so inserted, so an oversell shows as more than the supply.
 func (s *Store) InsertOrder(ctx context.Context, o *seckill.Order) error {
 	return s.transaction(ctx, func(tx *gorm.DB) error {
 		if err := insertOrders(tx, []*seckill.Order{o}); err != nil {
 			return err
 		}
-		res := tx.Exec("UPDATE products SET sold = sold + 1 WHERE id = ?", o.ProductID)
+		sold, reserved := placed([]*seckill.Order{o})
+		res := tx.Exec("UPDATE products SET sold = sold + ?, reserved = reserved + ? WHERE id = ?", sold, reserved, o.ProductID)
 		if res.Error != nil {
 			return fmt.Errorf("store: count the order of user %q for product %d: %w", o.UserID, o.ProductID, res.Error)
 		}
@@ -103,7 +113,8 @@ func (s *Store) InsertOrder(ctx context.Context, o *seckill.Order) error {
 func insertOrders(db *gorm.DB, orders []*seckill.Order) error {
 	rows := make([]orderRow, len(orders))
 	for i, o := range orders {
-		rows[i] = orderRow{ProductID: o.ProductID, UserID: o.UserID, Fence: o.Fence, CreatedAt: o.CreatedAt}
+		rows[i] = orderRow{ProductID: o.ProductID, UserID: o.UserID, Fence: o.Fence, CreatedAt: o.CreatedAt,
+			State: string(orderState(o)), ExpiresAt: expiresAt(o)}
 	}
 	if err := db.Create(&rows).Error; err != nil {
 		if errors.Is(err, gorm.ErrDuplicatedKey) {

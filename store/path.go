@@ -66,7 +66,7 @@ func (g gormPath) productAndBuyers(ctx context.Context, productID int64, userIDs
 func (g gormPath) buyers(ctx context.Context, productID int64, userIDs []string) (map[string]bool, error) {
 	var found []string
 	err := g.db.WithContext(ctx).Model(&orderRow{}).
-		Where("product_id = ? AND user_id IN ?", productID, userIDs).
+		Where("product_id = ? AND user_id IN ? AND "+liveState, productID, userIDs).
 		Pluck("user_id", &found).Error
 	if err != nil {
 		return nil, fmt.Errorf("store: buyers among %d users of product %d: %w", len(userIDs), productID, err)
@@ -97,7 +97,8 @@ func (g gormPath) placeOrders(ctx context.Context, productID, token, newStock in
 	}
 	return g.gate.write(ctx, func() error {
 		return g.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			res := tx.Exec(placeFenced, newStock, len(orders), productID, token)
+			sold, reserved := placed(orders)
+			res := tx.Exec(placeFenced, newStock, sold, reserved, productID, token)
 			if res.Error != nil {
 				return fmt.Errorf("store: place %d order(s) for product %d under fence %d: %w", len(orders), productID, token, res.Error)
 			}

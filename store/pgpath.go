@@ -94,22 +94,22 @@ type pgxPath struct{ db *sql.DB }
 const (
 	pgClaim = "UPDATE products SET fence = $2 WHERE id = $1 AND fence < $2"
 
-	pgProduct = "SELECT id, name, stock, sold, fence FROM products WHERE id = $1"
+	pgProduct = "SELECT id, name, stock, reserved, sold, fence FROM products WHERE id = $1"
 
 	pgBuyers = `SELECT u.user_id FROM unnest($2::text[]) AS u(user_id)
-	CROSS JOIN LATERAL (SELECT 1 FROM orders WHERE product_id = $1 AND user_id = u.user_id LIMIT 1) AS o`
+	CROSS JOIN LATERAL (SELECT 1 FROM orders WHERE product_id = $1 AND user_id = u.user_id AND ` + liveState + ` LIMIT 1) AS o`
 
-	pgProductAndBuyers = `SELECT id, name, stock, sold, fence, ARRAY(` + pgBuyers + `)
+	pgProductAndBuyers = `SELECT id, name, stock, reserved, sold, fence, ARRAY(` + pgBuyers + `)
 	FROM products WHERE id = $1`
 
 	pgPlace = `WITH product AS (
-		UPDATE products SET stock = $3, sold = sold + cardinality($4::text[])
+		UPDATE products SET stock = $3, sold = sold + $9, reserved = reserved + $10
 		WHERE id = $1 AND fence = $2
 		RETURNING id
 	)
-	INSERT INTO orders (product_id, user_id, fence, created_at)
-	SELECT product.id, o.user_id, o.fence, o.created_at
-	FROM product, unnest($4::text[], $5::bigint[], $6::timestamptz[]) WITH ORDINALITY AS o(user_id, fence, created_at, n)
+	INSERT INTO orders (product_id, user_id, fence, created_at, state, expires_at)
+	SELECT product.id, o.user_id, o.fence, o.created_at, o.state, o.expires_at
+	FROM product, unnest($4::text[], $5::bigint[], $6::timestamptz[], $7::text[], $8::timestamptz[]) WITH ORDINALITY AS o(user_id, fence, created_at, state, expires_at, n)
 	ORDER BY o.n
 	RETURNING id, user_id`
 )
@@ -232,10 +232,14 @@ func pgPlaceOrders(ctx context.Context, q pgxQuerier, productID, token, newStock
 	users := make([]string, len(orders))
 	fences := make([]int64, len(orders))
 	created := make([]time.Time, len(orders))
+	states := make([]string, len(orders))
+	expires := make([]*time.Time, len(orders))
 	for i, o := range orders {
 		users[i], fences[i], created[i] = o.UserID, o.Fence, o.CreatedAt
+		states[i], expires[i] = string(orderState(o)), expiresAt(o)
 	}
-	rows, err := q.Query(ctx, pgPlace, productID, token, newStock, users, fences, created)
+	sold, reserved := placed(orders)
+	rows, err := q.Query(ctx, pgPlace, productID, token, newStock, users, fences, created, states, expires, sold, reserved)
 	if err != nil {
 		return err
 	}
@@ -266,7 +270,7 @@ func pgPlaceOrders(ctx context.Context, q pgxQuerier, productID, token, newStock
 // the column after the product's into more; no row is ErrNotFound.
 func scanProduct(row pgx.Row, more ...any) (*seckill.Product, error) {
 	var p seckill.Product
-	if err := row.Scan(append([]any{&p.ID, &p.Name, &p.Stock, &p.Sold, &p.Fence}, more...)...); err != nil {
+	if err := row.Scan(append([]any{&p.ID, &p.Name, &p.Stock, &p.Reserved, &p.Sold, &p.Fence}, more...)...); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = seckill.ErrNotFound
 		}

@@ -167,7 +167,7 @@ func buyerIndexMissing(t *testing.T, plan string) string {
 		switch {
 		case n.Type == "Seq Scan" && n.Relation == "orders":
 			return "a sequential scan of orders"
-		case n.Index == "idx_orders_product_user":
+		case n.Index == "idx_orders_live":
 			if !strings.Contains(n.Cond, "product_id") || !strings.Contains(n.Cond, "user_id") {
 				return fmt.Sprintf("the buyer index with the condition %q, not both columns", n.Cond)
 			}

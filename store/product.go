@@ -10,7 +10,7 @@ import (
 )
 
 func (r productRow) product() *seckill.Product {
-	return &seckill.Product{ID: r.ID, Name: r.Name, Stock: r.Stock, Sold: r.Sold, Fence: r.Fence}
+	return &seckill.Product{ID: r.ID, Name: r.Name, Stock: r.Stock, Reserved: r.Reserved, Sold: r.Sold, Fence: r.Fence}
 }
 
 // CreateProduct inserts p and sets p.ID.
@@ -21,7 +21,7 @@ func (s *Store) CreateProduct(ctx context.Context, p *seckill.Product) error {
 	}); err != nil {
 		return fmt.Errorf("store: create product: %w", err)
 	}
-	p.ID, p.Fence, p.Sold = row.ID, row.Fence, 0
+	p.ID, p.Fence, p.Reserved, p.Sold = row.ID, row.Fence, 0, 0
 	return nil
 }
 
@@ -76,10 +76,11 @@ func (s *Store) ProductsByID(ctx context.Context, ids []int64) ([]*seckill.Produ
 }
 
 // inventorySQL sums the products table in one statement, so on both
-// databases the four sums are of one snapshot: a product being sold counts
-// with its stock and its sold count as one write left them.
+// databases the sums are of one snapshot: a product being sold counts
+// with its stock, reserved and sold counts as one write left them.
 const inventorySQL = `SELECT COUNT(*) AS products,
 	CAST(COALESCE(SUM(stock), 0) AS BIGINT) AS stock,
+	CAST(COALESCE(SUM(reserved), 0) AS BIGINT) AS reserved,
 	CAST(COALESCE(SUM(sold), 0) AS BIGINT) AS sold,
 	COUNT(CASE WHEN stock <= 0 THEN 1 END) AS sold_out
 	FROM products`
@@ -92,7 +93,7 @@ const inventorySQL = `SELECT COUNT(*) AS products,
 // once: those, as that read found them, and the others here. Each id is
 // one bound parameter: keep except to a few thousand.
 func (s *Store) Inventory(ctx context.Context, except []int64) (seckill.Inventory, error) {
-	var row struct{ Products, Stock, Sold, SoldOut int64 }
+	var row struct{ Products, Stock, Reserved, Sold, SoldOut int64 }
 	q := s.db.WithContext(ctx)
 	if len(except) == 0 {
 		q = q.Raw(inventorySQL)
@@ -104,7 +105,7 @@ func (s *Store) Inventory(ctx context.Context, except []int64) (seckill.Inventor
 	if err := q.Scan(&row).Error; err != nil {
 		return seckill.Inventory{}, fmt.Errorf("store: inventory: %w", err)
 	}
-	return seckill.Inventory{Products: row.Products, Stock: row.Stock, Sold: row.Sold, SoldOut: row.SoldOut}, nil
+	return seckill.Inventory{Products: row.Products, Stock: row.Stock, Reserved: row.Reserved, Sold: row.Sold, SoldOut: row.SoldOut}, nil
 }
 
 // SetStock sets a product's stock with no condition: the write-back of

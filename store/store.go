@@ -97,8 +97,9 @@ import (
 )
 
 var (
-	_ seckill.Store         = (*Store)(nil)
-	_ seckill.UnfencedStore = (*Store)(nil)
+	_ seckill.Store           = (*Store)(nil)
+	_ seckill.UnfencedStore   = (*Store)(nil)
+	_ seckill.UnsafeLifeStore = (*Store)(nil)
 )
 
 // Store is a database of products and orders.
@@ -116,6 +117,7 @@ type productRow struct {
 	ID        int64     `gorm:"primaryKey"`
 	Name      string    `gorm:"not null"`
 	Stock     int64     `gorm:"not null"`
+	Reserved  int64     `gorm:"not null;default:0"`
 	Sold      int64     `gorm:"not null;default:0"`
 	Fence     int64     `gorm:"not null;default:0"`
 	CreatedAt time.Time `gorm:"not null"`
@@ -128,16 +130,21 @@ type productRow struct {
 
 func (productRow) TableName() string { return "products" }
 
-// orderRow is the orders table. The unique index is the last line of the
-// one-order-per-user rule: it holds even when a check was skipped or raced
-// (the unfenced modes). The (product, id) index serves the cursor pages of
-// a product's orders.
+// orderRow is the orders table. The unique index on (product, user) over
+// live orders (liveState) is the last line of the one-order-per-user rule:
+// it holds even when a check was skipped or raced (the unfenced modes),
+// and lets a user whose order was cancelled or expired buy again. The
+// (product, id) index serves the cursor pages of a product's orders; the
+// indexes over pending orders (migrateTx) serve expiry.
 type orderRow struct {
-	ID        int64     `gorm:"primaryKey;index:idx_orders_product_id,priority:2"`
-	ProductID int64     `gorm:"not null;uniqueIndex:idx_orders_product_user,priority:1;index:idx_orders_product_id,priority:1"`
-	UserID    string    `gorm:"not null;size:64;uniqueIndex:idx_orders_product_user,priority:2"`
-	Fence     int64     `gorm:"not null;default:0"`
-	CreatedAt time.Time `gorm:"not null"`
+	ID        int64      `gorm:"primaryKey;index:idx_orders_product_id,priority:2"`
+	ProductID int64      `gorm:"not null;index:idx_orders_product_id,priority:1"`
+	UserID    string     `gorm:"not null;size:64"`
+	Fence     int64      `gorm:"not null;default:0"`
+	CreatedAt time.Time  `gorm:"not null"`
+	State     string     `gorm:"not null;size:16;default:paid"`
+	ExpiresAt *time.Time // pending orders' window; NULL for orders created paid
+	ClosedAt  *time.Time // when the order left pending
 }
 
 func (orderRow) TableName() string { return "orders" }
@@ -220,8 +227,13 @@ func gormConfig() *gorm.Config {
 // fills a sold column it has just added.
 func migrateTx(tx *gorm.DB) error {
 	hadSold := tx.Migrator().HasTable(&productRow{}) && tx.Migrator().HasColumn(&productRow{}, "Sold")
-	if err := tx.AutoMigrate(&productRow{}, &orderRow{}, &metaRow{}); err != nil {
+	if err := tx.AutoMigrate(&productRow{}, &orderRow{}, &metaRow{}, &keyRow{}); err != nil {
 		return err
+	}
+	for _, stmt := range orderIndexes {
+		if err := tx.Exec(stmt).Error; err != nil {
+			return err
+		}
 	}
 	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&metaRow{Name: "id", Value: rand.Text()}).Error; err != nil {
 		return err
@@ -249,6 +261,23 @@ func (s *Store) loadID() error {
 	}
 	s.id = rows[0].Value
 	return nil
+}
+
+// liveState is the condition of a live order, written the same in every
+// statement that looks a buyer up: SQLite uses a partial index only for a
+// query whose WHERE clause has its condition's very terms.
+const liveState = "state IN ('pending', 'paid')"
+
+// orderIndexes are the orders table's indexes that GORM's tags cannot
+// declare: partial ones. The unique index over every order (before orders
+// could be cancelled or expire) gives way to the one over live orders.
+var orderIndexes = []string{
+	"DROP INDEX IF EXISTS idx_orders_product_user",
+	"CREATE UNIQUE INDEX IF NOT EXISTS idx_orders_live ON orders (product_id, user_id) WHERE " + liveState,
+	// Due orders across products (DueProducts), and one product's
+	// (ExpireAll).
+	"CREATE INDEX IF NOT EXISTS idx_orders_due ON orders (expires_at) WHERE state = 'pending'",
+	"CREATE INDEX IF NOT EXISTS idx_orders_pending ON orders (product_id, expires_at) WHERE state = 'pending'",
 }
 
 // backfillSold sets every product's sold to the number of its orders.

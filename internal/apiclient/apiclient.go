@@ -1,6 +1,7 @@
 // Package apiclient is a small client of the service's v1 HTTP API: the
 // calls that set up a sale and read it back (health, create and read a
-// product, purchase, restock, list orders). The load test, the fault suite
+// product, purchase, restock, list orders), and the moves of a
+// reservation's life (read, pay and cancel an order). The load test, the fault suite
 // and the handler and wiring tests all speak to the API through it, so the
 // wire format is written down once on the client side.
 //
@@ -20,22 +21,38 @@ import (
 	"time"
 )
 
-// Product is the API's product.
+// Product is the API's product. Stock is what the API also calls
+// available; Reserved counts the units of pending orders (0 without a
+// payment window), and Stock + Reserved + Sold is the product's supply.
 type Product struct {
-	ID    int64  `json:"id"`
-	Name  string `json:"name"`
-	Stock int64  `json:"stock"`
-	Sold  int64  `json:"sold"`
+	ID       int64  `json:"id"`
+	Name     string `json:"name"`
+	Stock    int64  `json:"stock"`
+	Reserved int64  `json:"reserved"`
+	Sold     int64  `json:"sold"`
 }
 
-// Order is the API's order.
+// Order is the API's order. State is "pending", "paid", "cancelled" or
+// "expired" (docs/reservations.md); ExpiresAt is set while the order has
+// a payment window, ClosedAt once it left pending.
 type Order struct {
 	ID        int64     `json:"id"`
 	ProductID int64     `json:"product_id"`
 	UserID    string    `json:"user_id"`
 	Fence     int64     `json:"fence"`
 	CreatedAt time.Time `json:"created_at"`
+	State     string    `json:"state,omitempty"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	ClosedAt  time.Time `json:"closed_at,omitzero"`
 }
+
+// The states of an order.
+const (
+	StatePending   = "pending"
+	StatePaid      = "paid"
+	StateCancelled = "cancelled"
+	StateExpired   = "expired"
+)
 
 // Error is a non-2xx answer, with the code and message of its JSON body
 // when it had one.
@@ -117,6 +134,39 @@ func (c *Client) Purchase(ctx context.Context, id int64, user string) (Order, er
 	}
 	op := fmt.Sprintf("purchase product %d for %s on %s", id, user, c.Base)
 	err := c.Do(ctx, op, http.MethodPost, productPath(id)+"/purchase", in, &out)
+	return out.Order, err
+}
+
+// Order is GET /api/v1/orders/:id.
+func (c *Client) Order(ctx context.Context, id int64) (Order, error) {
+	var out struct {
+		Order Order `json:"order"`
+	}
+	err := c.Do(ctx, fmt.Sprintf("read order %d from %s", id, c.Base), http.MethodGet, orderPath(id), nil, &out)
+	return out.Order, err
+}
+
+// Pay is POST /api/v1/orders/:id/pay for user: the order becomes paid.
+func (c *Client) Pay(ctx context.Context, id int64, user string) (Order, error) {
+	return c.move(ctx, "pay", id, user)
+}
+
+// Cancel is POST /api/v1/orders/:id/cancel for user: the order becomes
+// cancelled, and its unit goes back on sale.
+func (c *Client) Cancel(ctx context.Context, id int64, user string) (Order, error) {
+	return c.move(ctx, "cancel", id, user)
+}
+
+// move is a payment or a cancel of order id by user.
+func (c *Client) move(ctx context.Context, verb string, id int64, user string) (Order, error) {
+	in := struct {
+		UserID string `json:"user_id"`
+	}{user}
+	var out struct {
+		Order Order `json:"order"`
+	}
+	op := fmt.Sprintf("%s order %d for %s on %s", verb, id, user, c.Base)
+	err := c.Do(ctx, op, http.MethodPost, orderPath(id)+"/"+verb, in, &out)
 	return out.Order, err
 }
 
@@ -212,3 +262,5 @@ func (c *Client) Do(ctx context.Context, op, method, path string, in, out any) e
 }
 
 func productPath(id int64) string { return "/api/v1/products/" + strconv.FormatInt(id, 10) }
+
+func orderPath(id int64) string { return "/api/v1/orders/" + strconv.FormatInt(id, 10) }

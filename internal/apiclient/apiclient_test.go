@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/seckill-ref/seckill/internal/apiclient"
 )
@@ -71,5 +73,43 @@ func TestOrdersReadsEveryPage(t *testing.T) {
 	}
 	if len(orders) != 6 || orders[5].ID != 6 {
 		t.Errorf("got %+v, want orders 1 to 6", orders)
+	}
+}
+
+// Pay and Cancel post the user to the order's own path and read the order
+// back with its state and the edges of its window, as the service writes
+// them (microseconds); a client that lost a field, or posted elsewhere,
+// would fail here.
+func TestPayAndCancelReadTheOrderBack(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in struct {
+			UserID string `json:"user_id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&in)
+		got = append(got, r.Method+" "+r.URL.Path+" "+in.UserID)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"order":{"id":7,"product_id":3,"user_id":"u1","fence":12,"created_at":"2026-01-02T03:04:05.006Z",` +
+			`"state":"paid","expires_at":"2026-01-02T03:04:07.006123Z","closed_at":"2026-01-02T03:04:06.5Z"}}`))
+	}))
+	defer srv.Close()
+	c := apiclient.New(srv.Client(), srv.URL, "")
+	o, err := c.Pay(t.Context(), 7, "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Cancel(t.Context(), 7, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Order(t.Context(), 7); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"POST /api/v1/orders/7/pay u1", "POST /api/v1/orders/7/cancel u1", "GET /api/v1/orders/7 "}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("got requests %q, want %q", got, want)
+	}
+	due := time.Date(2026, 1, 2, 3, 4, 7, 6_123_000, time.UTC)
+	if o.ID != 7 || o.State != apiclient.StatePaid || !o.ExpiresAt.Equal(due) || o.ClosedAt.Sub(due) != -506123*time.Microsecond {
+		t.Errorf("got %+v, want order 7 paid, due at %v, closed 506.123ms before", o, due)
 	}
 }

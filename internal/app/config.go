@@ -144,6 +144,13 @@ type Config struct {
 	// only; never in production.
 	UnsafeCounterTokens bool
 
+	// UnsafeExpiry ("unlocked" or "unchecked") and UnsafePayLate switch
+	// off one safeguard of a reservation's life each
+	// (seckill.Options.UnsafeExpiry, UnsafePayLate): for demonstrations
+	// and the controls of the checks only; never in production.
+	UnsafeExpiry  string
+	UnsafePayLate bool
+
 	// ChaosPause makes a lock holder sleep this long inside the critical
 	// section, after its checks and before its writes, with probability
 	// ChaosProb (0..1). It turns lost leases and lost updates from rare into
@@ -154,6 +161,25 @@ type Config struct {
 	// Chaos, when set, is called instead of the pause above: tests use it to
 	// make a holder wait for an event rather than for a time. It has no flag.
 	Chaos func(ctx context.Context, products []int64)
+
+	// PayWindow, when positive, makes a purchase a reservation that the
+	// buyer pays or cancels within it, or that expires (seckill.Options).
+	// ExpireInterval is how often each replica expires due reservations;
+	// 0 derives it (ExpiryEvery).
+	PayWindow      time.Duration
+	ExpireInterval time.Duration
+
+	// IdempotencyTTL is how long the record of an Idempotency-Key is kept
+	// from its first use: a retry with the key within it gets the first
+	// answer. At least PayWindow, so that a buyer who lost the answer to a
+	// purchase can learn it for as long as the order can be paid.
+	IdempotencyTTL time.Duration
+
+	// ChaosExpiryPause makes an expiry sleep this long inside its critical
+	// section, before its write; ExpiryChaos, when set, is called instead
+	// (tests; no flag).
+	ChaosExpiryPause time.Duration
+	ExpiryChaos      func(ctx context.Context, products []int64)
 
 	LogLevel        slog.Level    // debug, info, warn or error
 	ShutdownTimeout time.Duration // wait for in-flight requests
@@ -176,15 +202,43 @@ type Config struct {
 	IdleTimeout time.Duration
 }
 
+// ExpiryEvery is how often each replica expires due reservations:
+// ExpireInterval when set, else a tenth of the payment window, from 50 ms
+// to 1 s (1 s without a window: only orders an earlier run left pending
+// can be due). An order is expired within about this long after its
+// window ends, plus a round's work.
+func (c Config) ExpiryEvery() time.Duration {
+	switch {
+	case c.ExpireInterval > 0:
+		return c.ExpireInterval
+	case c.PayWindow <= 0:
+		return time.Second
+	}
+	return min(max(c.PayWindow/10, 50*time.Millisecond), time.Second)
+}
+
+// KeySweepEvery is how often each replica deletes expired idempotency
+// keys: a tenth of IdempotencyTTL, from 100 ms to a minute. A key is kept
+// at least IdempotencyTTL and gone within about this long after.
+func (c Config) KeySweepEvery() time.Duration {
+	return min(max(c.IdempotencyTTL/10, 100*time.Millisecond), time.Minute)
+}
+
 // writeTimeoutMargin is what a derived write timeout allows beyond the
 // body's read and the waits: the database work and the response.
 const writeTimeoutMargin = 5 * time.Second
 
 // RequestWait is the longest a request may wait inside the service before
 // its own work: for the product's lock (LockWait), and in the chaos pause
-// of fault injection. Every new wait of a request belongs in this sum.
+// of fault injection (in redis-counter, a cancel's pause between the
+// database and the counter too). Every new wait of a request belongs in
+// this sum.
 func (c Config) RequestWait() time.Duration {
-	return addDurations(c.LockWait, c.ChaosPause)
+	pause := c.ChaosPause
+	if c.Design == DesignCounter {
+		pause = addDurations(pause, c.ChaosExpiryPause)
+	}
+	return addDurations(c.LockWait, pause)
 }
 
 // HTTPWriteTimeout is the server's write timeout: WriteTimeout when set,
@@ -236,6 +290,7 @@ func DefaultConfig() Config {
 		BatchMax:        DefaultBatchMax,
 		QueueMax:        DefaultQueueMax,
 		ChaosProb:       1,
+		IdempotencyTTL:  24 * time.Hour,
 		LogLevel:        slog.LevelInfo,
 		ShutdownTimeout: 15 * time.Second,
 		ReadTimeout:     10 * time.Second,
@@ -270,6 +325,23 @@ func (c Config) Validate() error {
 	}
 	if c.ChaosPause < 0 {
 		errs = append(errs, fmt.Errorf("chaos pause %v: must not be negative", c.ChaosPause))
+	}
+	if c.ChaosExpiryPause < 0 {
+		errs = append(errs, fmt.Errorf("chaos expiry pause %v: must not be negative", c.ChaosExpiryPause))
+	}
+	if c.PayWindow < 0 || c.ExpireInterval < 0 {
+		errs = append(errs, fmt.Errorf("pay window %v, expire interval %v: must not be negative", c.PayWindow, c.ExpireInterval))
+	}
+	if c.IdempotencyTTL <= 0 {
+		errs = append(errs, fmt.Errorf("idempotency TTL %v: must be positive", c.IdempotencyTTL))
+	} else if c.IdempotencyTTL < c.PayWindow {
+		errs = append(errs, fmt.Errorf("idempotency TTL %v: must be at least the pay window, %v, so that a buyer who retries a purchase gets its answer for as long as its order can be paid", c.IdempotencyTTL, c.PayWindow))
+	}
+	if _, err := seckill.ParseUnsafeExpiry(c.UnsafeExpiry); err != nil {
+		errs = append(errs, err)
+	}
+	if c.PayWindow > 0 && c.Design == DesignCounterAsync {
+		errs = append(errs, fmt.Errorf("pay window %v: %s answers 201 before the order exists (no id to pay or cancel with until a writer writes it), so a buyer could not be sure to pay within a window; use redis-counter, conditional or lock", c.PayWindow, c.Design))
 	}
 	if !(c.ChaosProb >= 0 && c.ChaosProb <= 1) { // NaN too
 		errs = append(errs, fmt.Errorf("chaos probability %v: must be from 0 to 1", c.ChaosProb))
@@ -356,8 +428,8 @@ func (c Config) validateDesign() []error {
 	if c.Lock != LockRedis {
 		errs = append(errs, fmt.Errorf("LOCK=%s is a lock mode of the lock design, not of DESIGN=%s: drop it", c.Lock, c.Design))
 	}
-	if c.UnsafeNoFence || c.UnsafeCounterTokens {
-		errs = append(errs, fmt.Errorf("UNSAFE_NO_FENCE and UNSAFE_COUNTER_TOKENS switch off parts of the lock design, not of DESIGN=%s: drop them", c.Design))
+	if c.UnsafeNoFence || c.UnsafeCounterTokens || c.UnsafeExpiry != "" || c.UnsafePayLate {
+		errs = append(errs, fmt.Errorf("UNSAFE_NO_FENCE, UNSAFE_COUNTER_TOKENS, UNSAFE_EXPIRY and UNSAFE_PAY_LATE switch off parts of the lock design, not of DESIGN=%s: drop them", c.Design))
 	}
 	if c.Design != DesignConditional && len(c.RedisAddrs) > 0 {
 		errs = append(errs, fmt.Errorf("DESIGN=%s keeps its counters in one Redis (REDIS_ADDR, REDIS_URL, Sentinel or Cluster), not in a Redlock's independent masters (REDIS_ADDRS)", c.Design))

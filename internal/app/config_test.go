@@ -27,7 +27,8 @@ func TestParseConfigDefaults(t *testing.T) {
 	if cfg.Addr != ":8080" || cfg.RedisAddr != "localhost:6379" || cfg.Database != "seckill.db" ||
 		cfg.Lock != app.LockRedis || cfg.LockTTL != 10*time.Second || cfg.LockWait != 2*time.Second ||
 		!cfg.LockRenew || cfg.UnsafeNoFence || cfg.UnsafeCounterTokens || cfg.ChaosPause != 0 || cfg.ChaosProb != 1 ||
-		cfg.LogLevel != slog.LevelInfo || cfg.AdminToken != "" || cfg.ShutdownTimeout != want.ShutdownTimeout {
+		cfg.LogLevel != slog.LevelInfo || cfg.AdminToken != "" || cfg.ShutdownTimeout != want.ShutdownTimeout ||
+		cfg.IdempotencyTTL != 24*time.Hour {
 		t.Errorf("got %+v, want the documented defaults", cfg)
 	}
 }
@@ -73,6 +74,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{nil, []string{"-database", "postgresql://shop:s3cret@[db/shop"}, "malformed"},
 		{nil, []string{"-database", "mysql://shop:s3cret@db/shop"}, "postgres://"},
 		{nil, []string{"-database", ""}, "database path"},
+		{nil, []string{"-idempotency-ttl", "0s"}, "idempotency TTL"},
+		{nil, []string{"-idempotency-ttl", "10m", "-pay-window", "15m"}, "at least the pay window"},
 	} {
 		_, err := app.ParseConfig("serve", tt.args, envOf(tt.env), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -116,6 +119,7 @@ func TestEnvironRoundTrips(t *testing.T) {
 			"UNSAFE_NO_FENCE": "true", "UNSAFE_COUNTER_TOKENS": "true", "CHAOS_PAUSE": "50ms",
 			"CHAOS_PROB": "0.25", "LOG_LEVEL": "warn", "SHUTDOWN_TIMEOUT": "1m",
 			"READ_TIMEOUT": "3s", "WRITE_TIMEOUT": "9s", "IDLE_TIMEOUT": "4s",
+			"PAY_WINDOW": "15m", "IDEMPOTENCY_TTL": "15m",
 		},
 		"redlock": {"REDIS_ADDRS": "a:1,b:2,c:3", "REDIS_PASSWORD": "pw", "REDLOCK_NODE_TIMEOUT": "250ms"},
 		"sentinel": {

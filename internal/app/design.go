@@ -28,13 +28,15 @@ type design interface {
 func (s *Server) newDesign(locker seckill.Locker, st countingStore) design {
 	cfg := s.cfg
 	opts := seckill.Options{
-		Chaos:    chaosHook(cfg, s.metrics),
-		Recorder: recorders{s.metrics, s.dash},
-		Counter:  s.metrics,
-		Logger:   s.log,
-		BatchMax: cfg.BatchMax,
-		QueueMax: cfg.QueueMax,
-		Wait:     cfg.LockWait,
+		Chaos:       chaosHook(cfg, s.metrics),
+		ExpiryChaos: expiryChaosHook(cfg, s.metrics),
+		PayWindow:   cfg.PayWindow,
+		Recorder:    recorders{s.metrics, s.dash},
+		Counter:     s.metrics,
+		Logger:      s.log,
+		BatchMax:    cfg.BatchMax,
+		QueueMax:    cfg.QueueMax,
+		Wait:        cfg.LockWait,
 	}
 	switch cfg.Design {
 	case DesignConditional:
@@ -53,6 +55,11 @@ func (s *Server) newDesign(locker seckill.Locker, st countingStore) design {
 		return seckill.NewAsyncCounterSale(c, c, st, opts)
 	}
 	opts.Unfenced = cfg.Lock != LockRedis || cfg.UnsafeNoFence
+	opts.UnsafeExpiry, _ = seckill.ParseUnsafeExpiry(cfg.UnsafeExpiry) // checked by Validate
+	opts.UnsafePayLate = cfg.UnsafePayLate
+	if opts.UnsafeExpiry != seckill.ExpirySafe || opts.UnsafePayLate {
+		s.log.Warn("UNSAFE: a safeguard of the reservations is off; units can be sold twice", "expiry", cfg.UnsafeExpiry, "pay_late", cfg.UnsafePayLate)
+	}
 	if cfg.Lock == LockRedis && cfg.UnsafeNoFence {
 		s.log.Warn("UNSAFE: fencing is off; a holder whose lease runs out can oversell")
 	}

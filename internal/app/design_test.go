@@ -140,3 +140,143 @@ func TestAsyncCloseWritesTheQueue(t *testing.T) {
 		t.Errorf("orders after Close: got %d, want 10", got)
 	}
 }
+
+// PAY_WINDOW is a setting of the designs with reservations, and refused,
+// with the reason, with the one that has none.
+func TestPayWindowDesigns(t *testing.T) {
+	for _, tt := range []struct {
+		design app.Design
+		want   string // in the error; "" for none
+	}{
+		{app.DesignLock, ""},
+		{app.DesignConditional, ""},
+		{app.DesignCounter, ""},
+		{app.DesignCounterAsync, "answers 201 before the order exists"},
+	} {
+		env := envOf(map[string]string{"DESIGN": string(tt.design), "PAY_WINDOW": "15m"})
+		cfg, err := app.ParseConfig("serve", nil, env, io.Discard)
+		switch {
+		case tt.want == "" && (err != nil || cfg.PayWindow != 15*time.Minute):
+			t.Errorf("%s with a payment window: got %v, %v; want it taken", tt.design, cfg.PayWindow, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s with a payment window: got %v, want an error with %q", tt.design, err, tt.want)
+		}
+	}
+}
+
+// lifeProduct is a product as the API shows it with a payment window.
+type lifeProduct struct {
+	Stock, Reserved, Sold int64
+}
+
+// lifeOrder is an order as the API shows it with a payment window.
+type lifeOrder struct {
+	ID        int64     `json:"id"`
+	UserID    string    `json:"user_id"`
+	State     string    `json:"state"`
+	ExpiresAt time.Time `json:"expires_at"`
+	ClosedAt  time.Time `json:"closed_at"`
+}
+
+// reserve is a purchase that must answer 201 with a pending order.
+func reserve(t *testing.T, h http.Handler, id int64, user string) lifeOrder {
+	t.Helper()
+	var out struct{ Order lifeOrder }
+	in := map[string]string{"user_id": user}
+	if err := api(h).Do(context.Background(), "purchase", http.MethodPost, fmt.Sprintf("/api/v1/products/%d/purchase", id), in, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Order.State != "pending" || out.Order.ExpiresAt.IsZero() {
+		t.Fatalf("%s's order: %+v, want pending with a window", user, out.Order)
+	}
+	return out.Order
+}
+
+// moveOrder pays or cancels an order through h.
+func moveOrder(h http.Handler, verb string, id int64, user string) (lifeOrder, error) {
+	var out struct{ Order lifeOrder }
+	err := api(h).Do(context.Background(), verb, http.MethodPost, fmt.Sprintf("/api/v1/orders/%d/%s", id, verb), map[string]string{"user_id": user}, &out)
+	return out.Order, err
+}
+
+// readLife reads a product's stock, reserved and sold through h, and its
+// orders.
+func readLife(t *testing.T, h http.Handler, id int64) (lifeProduct, map[string]lifeOrder) {
+	t.Helper()
+	var p lifeProduct
+	if err := api(h).Do(context.Background(), "read", http.MethodGet, fmt.Sprintf("/api/v1/products/%d", id), nil, &p); err != nil {
+		t.Fatal(err)
+	}
+	var page struct{ Orders []lifeOrder }
+	if err := api(h).Do(context.Background(), "orders", http.MethodGet, fmt.Sprintf("/api/v1/products/%d/orders?limit=100", id), nil, &page); err != nil {
+		t.Fatal(err)
+	}
+	orders := map[string]lifeOrder{}
+	for _, o := range page.Orders {
+		orders[o.UserID] = o
+	}
+	return p, orders
+}
+
+// The designs with reservations serve their life through the API: a
+// purchase reserves, a payment on one replica and a cancel on the other
+// move their orders once, and the replicas' own expiry puts the unit of
+// the order left to lapse back on sale, with no call asking for it.
+func TestDesignsServeReservations(t *testing.T) {
+	for _, design := range []app.Design{app.DesignConditional, app.DesignCounter} {
+		t.Run(string(design), func(t *testing.T) {
+			c := newCluster(t)
+			edit := func(cfg *app.Config) { cfg.Design, cfg.PayWindow = design, 2*time.Second }
+			a, b := c.replica(edit), c.replica(edit)
+			id := createProduct(t, a.Handler(), 3)
+			paid, cancelled, lapsed := reserve(t, a.Handler(), id, "payer"), reserve(t, b.Handler(), id, "canceller"), reserve(t, a.Handler(), id, "lapser")
+			if p, _ := readLife(t, b.Handler(), id); p != (lifeProduct{Stock: 0, Reserved: 3}) {
+				t.Errorf("after three reservations: %+v, want stock 0, reserved 3", p)
+			}
+			if o, err := moveOrder(a.Handler(), "pay", paid.ID, "payer"); err != nil || o.State != "paid" {
+				t.Errorf("pay: got %+v, %v", o, err)
+			}
+			if o, err := moveOrder(b.Handler(), "cancel", cancelled.ID, "canceller"); err != nil || o.State != "cancelled" {
+				t.Errorf("cancel: got %+v, %v", o, err)
+			}
+			if _, err := moveOrder(a.Handler(), "cancel", cancelled.ID, "canceller"); err == nil || !strings.Contains(err.Error(), "order_cancelled") {
+				t.Errorf("cancel again on the other replica: got %v, want 409 order_cancelled", err)
+			}
+			poll.Eventually(t, 20*time.Second, "the lapsed order expired by a replica", func() bool {
+				_, orders := readLife(t, a.Handler(), id)
+				return orders["lapser"].State == "expired" && !orders["lapser"].ClosedAt.IsZero()
+			})
+			p, orders := readLife(t, b.Handler(), id)
+			if p != (lifeProduct{Stock: 2, Sold: 1}) || orders["payer"].State != "paid" || orders["canceller"].State != "cancelled" {
+				t.Errorf("at the end: %+v, orders %+v; want stock 2, sold 1, paid, cancelled and expired", p, orders)
+			}
+			if _, err := moveOrder(b.Handler(), "pay", lapsed.ID, "lapser"); err == nil || !strings.Contains(err.Error(), "order_expired") {
+				t.Errorf("pay the lapsed order: got %v, want 409 order_expired", err)
+			}
+			// The users whose orders went may buy again.
+			reserve(t, b.Handler(), id, "canceller")
+			reserve(t, a.Handler(), id, "lapser")
+		})
+	}
+}
+
+// In redis-counter a cancel waits in the chaos expiry pause (between the
+// database's move and the counter's give-back), so the pause is part of a
+// request's wait there, and the derived write timeout outlasts it; in the
+// other designs only expiries, which no request waits for, make it.
+func TestChaosExpiryPauseIsARequestsWaitInRedisCounter(t *testing.T) {
+	for _, tt := range []struct {
+		design app.Design
+		want   time.Duration
+	}{
+		{app.DesignCounter, 2*time.Second + time.Minute},
+		{app.DesignLock, 2 * time.Second},
+		{app.DesignConditional, 2 * time.Second},
+	} {
+		cfg := app.DefaultConfig()
+		cfg.Design, cfg.LockWait, cfg.ChaosExpiryPause = tt.design, 2*time.Second, time.Minute
+		if got := cfg.RequestWait(); got != tt.want || cfg.HTTPWriteTimeout() <= got {
+			t.Errorf("%s: request wait %v, write timeout %v; want a wait of %v, and a longer timeout", tt.design, got, cfg.HTTPWriteTimeout(), tt.want)
+		}
+	}
+}

@@ -31,6 +31,12 @@ func (rs recorders) BatchDone(size int) {
 	}
 }
 
+func (rs recorders) OrdersClosed(state seckill.OrderState, n int) {
+	for _, r := range rs {
+		r.OrdersClosed(state, n)
+	}
+}
+
 // observers tells every lock.Observer.
 type observers []lock.Observer
 

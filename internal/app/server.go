@@ -32,6 +32,8 @@ const redisDialTimeout = 3 * time.Second
 type Server struct {
 	cfg     Config
 	writer  *orderWriter     // nil unless Design is redis-counter-async
+	expiry  *background      // nil unless the design has reservations
+	sweep   *background      // deletes expired idempotency keys
 	locked  *seckill.Service // the lock design's service; nil in the other designs
 	log     *slog.Logger
 	store   *store.Store
@@ -82,6 +84,13 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 	s.store = st
 	svc := s.newDesign(locker, countingStore{Store: st, placed: s.dash.OrdersPlaced})
 	s.locked, _ = svc.(*seckill.Service)
+	if e, ok := svc.(expirer); ok {
+		// Every replica expires due reservations; with no payment window
+		// there are none, unless an earlier run with one left some.
+		every := cfg.ExpiryEvery()
+		s.expiry = goBackground(func(ctx context.Context) { e.RunExpiry(ctx, every) })
+	}
+	s.sweep = goBackground(func(ctx context.Context) { sweepKeys(ctx, st, cfg, logger) })
 	// The dashboard's timeline is shared through the service's Redis (the
 	// first master under Redlock); the configurations without Redis keep
 	// it per replica. It reads the products through the design, whose
@@ -97,6 +106,13 @@ func NewServer(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, e
 		Metrics:    s.metrics.Handler(),
 		Requests:   s.metrics,
 		Dashboard:  s.dash,
+		Idempotency: handlers.Idempotency{
+			Store: st,
+			// A request cannot take longer than the server lets it
+			// write its answer: an attempt in flight for longer is lost.
+			InFlight: cfg.HTTPWriteTimeout(),
+			Observer: s.metrics,
+		},
 	})
 	s.http = &http.Server{
 		Handler: s.handler,
@@ -211,7 +227,21 @@ func chaosHook(cfg Config, m *metrics.Metrics) func(ctx context.Context, product
 	if cfg.Chaos != nil {
 		return cfg.Chaos
 	}
-	pause, prob := cfg.ChaosPause, cfg.ChaosProb
+	return pauseHook(cfg.ChaosPause, cfg.ChaosProb, m)
+}
+
+// expiryChaosHook is chaosHook for expiries: ExpiryChaos, or a pause of
+// ChaosExpiryPause (with CHAOS_PROB's probability).
+func expiryChaosHook(cfg Config, m *metrics.Metrics) func(ctx context.Context, products []int64) {
+	if cfg.ExpiryChaos != nil {
+		return cfg.ExpiryChaos
+	}
+	return pauseHook(cfg.ChaosExpiryPause, cfg.ChaosProb, m)
+}
+
+// pauseHook pauses for pause with probability prob; nil when it never
+// would.
+func pauseHook(pause time.Duration, prob float64, m *metrics.Metrics) func(ctx context.Context, products []int64) {
 	if pause <= 0 || prob <= 0 {
 		return nil
 	}
@@ -230,6 +260,37 @@ func chaosHook(cfg Config, m *metrics.Metrics) func(ctx context.Context, product
 		case <-ctx.Done():
 		}
 	}
+}
+
+// expirer is a design with reservations, whose due ones every replica
+// expires: seckill.Service, Conditional, CounterSale.
+type expirer interface {
+	RunExpiry(ctx context.Context, every time.Duration)
+}
+
+// background is a goroutine of a replica's own, running until stop: the
+// expiry of reservations, the sweep of idempotency keys.
+type background struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// goBackground runs run in a new goroutine until stop cancels its context.
+func goBackground(run func(ctx context.Context)) *background {
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &background{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		run(ctx)
+	}()
+	return b
+}
+
+// stop ends the goroutine and waits for it: an expiry round under way
+// stops at its next call, and releases the locks it holds.
+func (b *background) stop() {
+	b.cancel()
+	<-b.done
 }
 
 // Handler is the server's HTTP handler, for tests that call it directly.
@@ -297,6 +358,12 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
 		s.dash.Close()
+		if s.expiry != nil {
+			s.expiry.stop()
+		}
+		if s.sweep != nil {
+			s.sweep.stop()
+		}
 		if s.writer != nil {
 			errs = append(errs, s.writer.stop(s.cfg.ShutdownTimeout))
 		}

@@ -1,8 +1,10 @@
 // Package counter is the Redis side of the counter designs (package
 // seckill, counter.go): a stock counter and a buyer set per product, the
-// Lua scripts that take, give back, build and restock, and, for
-// redis-counter-async, the queue of orders not yet written, a Redis Stream
-// read by the replicas' writers as one consumer group.
+// Lua scripts that take, undo a take, build and restock, and, for a
+// reservation's life in redis-counter, count a payment and give back the
+// units of cancelled and expired orders; and, for redis-counter-async, the
+// queue of orders not yet written, a Redis Stream read by the replicas'
+// writers as one consumer group.
 //
 // Every key carries the hash tag {seckill-counter:<database id>}: one
 // database's counters, buyers and queue, whatever else shares the Redis.
@@ -45,11 +47,17 @@ var (
 	buildSrc string
 	//go:embed lua/restock.lua
 	restockSrc string
+	//go:embed lua/pay.lua
+	paySrc string
+	//go:embed lua/giveback.lua
+	giveBackSrc string
 
-	takeScript    = redis.NewScript(takeSrc)
-	undoScript    = redis.NewScript(undoSrc)
-	buildScript   = redis.NewScript(buildSrc)
-	restockScript = redis.NewScript(restockSrc)
+	takeScript     = redis.NewScript(takeSrc)
+	undoScript     = redis.NewScript(undoSrc)
+	buildScript    = redis.NewScript(buildSrc)
+	restockScript  = redis.NewScript(restockSrc)
+	payScript      = redis.NewScript(paySrc)
+	giveBackScript = redis.NewScript(giveBackSrc)
 )
 
 // Group is the consumer group of the order writers.
@@ -84,21 +92,36 @@ func (c *Counter) buyersKey(productID int64) string {
 
 func (c *Counter) queueKey() string { return c.prefix + "orders" }
 
-// Take runs take.lua without the queue. The ticket is the counter's epoch
-// and generation the item was taken from, for Undo.
+// Take runs take.lua without the queue, the item counted sold. The ticket
+// is the counter's epoch and generation the item was taken from, and
+// where it went, for Undo.
 func (c *Counter) Take(ctx context.Context, productID int64, userID string) (string, error) {
-	reply, err := takeScript.Run(ctx, c.rdb, []string{c.counterKey(productID), c.buyersKey(productID)}, userID).Result()
+	return c.take(ctx, productID, userID, "sold")
+}
+
+// Reserve runs take.lua without the queue, the item counted reserved.
+func (c *Counter) Reserve(ctx context.Context, productID int64, userID string) (string, error) {
+	return c.take(ctx, productID, userID, "reserved")
+}
+
+func (c *Counter) take(ctx context.Context, productID int64, userID, into string) (string, error) {
+	reply, err := takeScript.Run(ctx, c.rdb, []string{c.counterKey(productID), c.buyersKey(productID)}, userID, into).Result()
 	if err != nil {
 		return "", fmt.Errorf("counter: take product %d for user %q: %w", productID, userID, err)
 	}
-	return takeReply(productID, userID, reply)
+	ticket, err := takeReply(productID, userID, reply)
+	if err != nil {
+		return "", err
+	}
+	return ticket + " " + into, nil
 }
 
 // TakeQueued runs take.lua with the queue: a taken item's order is
-// appended to it in the same script.
+// appended to it in the same script. The item is counted sold: the async
+// design's orders are final at once.
 func (c *Counter) TakeQueued(ctx context.Context, o *seckill.Order) error {
 	keys := []string{c.counterKey(o.ProductID), c.buyersKey(o.ProductID), c.queueKey()}
-	reply, err := takeScript.Run(ctx, c.rdb, keys, o.UserID, o.ProductID, o.CreatedAt.UnixNano()).Result()
+	reply, err := takeScript.Run(ctx, c.rdb, keys, o.UserID, "sold", o.ProductID, o.CreatedAt.UnixNano()).Result()
 	if err != nil {
 		return fmt.Errorf("counter: take product %d for user %q: %w", o.ProductID, o.UserID, err)
 	}
@@ -131,13 +154,13 @@ func takeReply(productID int64, userID string, reply any) (string, error) {
 	return "", fmt.Errorf("counter: take product %d for user %q: unexpected reply %v", productID, userID, reply)
 }
 
-// Undo runs undo.lua with the ticket Take returned.
+// Undo runs undo.lua with the ticket Take or Reserve returned.
 func (c *Counter) Undo(ctx context.Context, productID int64, userID, ticket string) error {
-	epoch, gen, ok := strings.Cut(ticket, " ")
-	if !ok {
+	f := strings.Fields(ticket)
+	if len(f) != 3 {
 		return fmt.Errorf("counter: undo the take of product %d by user %q: ticket %q is not Take's", productID, userID, ticket)
 	}
-	err := undoScript.Run(ctx, c.rdb, []string{c.counterKey(productID), c.buyersKey(productID)}, userID, epoch, gen).Err()
+	err := undoScript.Run(ctx, c.rdb, []string{c.counterKey(productID), c.buyersKey(productID)}, userID, f[0], f[1], f[2]).Err()
 	if err != nil {
 		return fmt.Errorf("counter: undo the take of product %d by user %q: %w", productID, userID, err)
 	}
@@ -147,11 +170,11 @@ func (c *Counter) Undo(ctx context.Context, productID int64, userID, ticket stri
 // Build runs build.lua.
 func (c *Counter) Build(ctx context.Context, productID int64, want seckill.Count) (seckill.Count, bool, error) {
 	v, err := buildScript.Run(ctx, c.rdb, []string{c.counterKey(productID), c.buyersKey(productID)},
-		want.Stock, want.Sold, want.Gen, rand.Text()).Int64Slice()
-	if err != nil || len(v) != 4 {
+		want.Stock, want.Reserved, want.Sold, want.Gen, rand.Text()).Int64Slice()
+	if err != nil || len(v) != 5 {
 		return seckill.Count{}, false, fmt.Errorf("counter: build the counter of product %d: %w (reply %v)", productID, err, v)
 	}
-	return seckill.Count{Stock: v[0], Sold: v[1], Gen: v[2]}, v[3] == 1, nil
+	return seckill.Count{Stock: v[0], Reserved: v[1], Sold: v[2], Gen: v[3]}, v[4] == 1, nil
 }
 
 // Restock runs restock.lua.
@@ -164,25 +187,69 @@ func (c *Counter) Restock(ctx context.Context, productID, stock int64) (seckill.
 		return seckill.Count{}, fmt.Errorf("counter: restock product %d: %w", productID, seckill.ErrNoCounter)
 	}
 	v, ok := reply.([]any)
-	if !ok || len(v) != 3 {
+	if !ok || len(v) != 4 {
 		return seckill.Count{}, fmt.Errorf("counter: restock product %d: unexpected reply %v", productID, reply)
 	}
-	var n [3]int64
+	var n [4]int64
 	for i := range n {
 		if n[i], ok = v[i].(int64); !ok {
 			return seckill.Count{}, fmt.Errorf("counter: restock product %d: unexpected reply %v", productID, reply)
 		}
 	}
-	return seckill.Count{Stock: n[0], Sold: n[1], Gen: n[2]}, nil
+	return seckill.Count{Stock: n[0], Reserved: n[1], Sold: n[2], Gen: n[3]}, nil
+}
+
+// Epochs reads the products' counters' epochs, one HGET each, in one
+// round trip: "" for a product that has no counter.
+func (c *Counter) Epochs(ctx context.Context, productIDs []int64) ([]string, error) {
+	cmds := make([]*redis.StringCmd, len(productIDs))
+	_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range productIDs {
+			cmds[i] = p.HGet(ctx, c.counterKey(id), "epoch")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("counter: read %d epoch(s): %w", len(productIDs), err)
+	}
+	epochs := make([]string, len(productIDs))
+	for i, cmd := range cmds {
+		epochs[i] = cmd.Val() // "" on redis.Nil
+	}
+	return epochs, nil
+}
+
+// Pay runs pay.lua.
+func (c *Counter) Pay(ctx context.Context, productID int64, epoch string, n int) (bool, error) {
+	moved, err := payScript.Run(ctx, c.rdb, []string{c.counterKey(productID)}, epoch, n).Int()
+	if err != nil {
+		return false, fmt.Errorf("counter: count %d paid order(s) of product %d: %w", n, productID, err)
+	}
+	return moved == 1, nil
+}
+
+// GiveBack runs giveback.lua.
+func (c *Counter) GiveBack(ctx context.Context, productID int64, epoch string, users []string) (bool, error) {
+	args := make([]any, 0, 1+len(users))
+	args = append(args, epoch)
+	for _, u := range users {
+		args = append(args, u)
+	}
+	given, err := giveBackScript.Run(ctx, c.rdb, []string{c.counterKey(productID), c.buyersKey(productID)}, args...).Int()
+	if err != nil {
+		return false, fmt.Errorf("counter: give back %d unit(s) of product %d: %w", len(users), productID, err)
+	}
+	return given == 1, nil
 }
 
 // Counts reads the products' counters, each with one HMGET (atomic per
-// product), in one round trip.
+// product), in one round trip. A counter built before it had a reserved
+// count has reserved 0.
 func (c *Counter) Counts(ctx context.Context, productIDs []int64) ([]*seckill.Count, error) {
 	cmds := make([]*redis.SliceCmd, len(productIDs))
 	_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range productIDs {
-			cmds[i] = p.HMGet(ctx, c.counterKey(id), "stock", "sold", "gen")
+			cmds[i] = p.HMGet(ctx, c.counterKey(id), "stock", "reserved", "sold", "gen")
 		}
 		return nil
 	})
@@ -192,17 +259,20 @@ func (c *Counter) Counts(ctx context.Context, productIDs []int64) ([]*seckill.Co
 	counts := make([]*seckill.Count, len(productIDs))
 	for i, cmd := range cmds {
 		v := cmd.Val()
-		if len(v) != 3 || v[0] == nil {
+		if len(v) != 4 || v[0] == nil {
 			continue // no counter
 		}
-		var n [3]int64
+		if v[1] == nil {
+			v[1] = "0"
+		}
+		var n [4]int64
 		for j := range n {
 			s, _ := v[j].(string)
 			if n[j], err = strconv.ParseInt(s, 10, 64); err != nil {
 				return nil, fmt.Errorf("counter: the counter of product %d holds %v: %w", productIDs[i], v, err)
 			}
 		}
-		counts[i] = &seckill.Count{Stock: n[0], Sold: n[1], Gen: n[2]}
+		counts[i] = &seckill.Count{Stock: n[0], Reserved: n[1], Sold: n[2], Gen: n[3]}
 	}
 	return counts, nil
 }

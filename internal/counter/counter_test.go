@@ -107,6 +107,94 @@ func TestScripts(t *testing.T) {
 	}
 }
 
+// The scripts of a reservation's life, on one product: a reserve counts
+// the item reserved; a payment moves it to sold and a give-back to the
+// stock, letting its user buy again, each only into the counter whose
+// epoch was read before the database's move; an undo of a reserve gives
+// back a reserved item; a restock keeps the reserved count.
+func TestLifeScripts(t *testing.T) {
+	c, srv := newCounter(t)
+	ctx := context.Background()
+	const id = 9
+	if epochs, err := c.Epochs(ctx, []int64{id}); err != nil || len(epochs) != 1 || epochs[0] != "" {
+		t.Fatalf("Epochs without a counter: got %q, %v; want one empty", epochs, err)
+	}
+	if _, _, err := c.Build(ctx, id, seckill.Count{Stock: 4, Reserved: 1, Sold: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"alice", "bob", "carol"} {
+		if _, err := c.Reserve(ctx, id, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Reserve(ctx, id, "alice"); !errors.Is(err, seckill.ErrAlreadyPurchased) {
+		t.Errorf("alice again: got %v, want ErrAlreadyPurchased", err)
+	}
+	if got := counts(t, c, id); *got != (seckill.Count{Stock: 1, Reserved: 4, Sold: 1}) {
+		t.Fatalf("after three reserves: got %+v, want stock 1, reserved 4, sold 1", got)
+	}
+	epochs, err := c.Epochs(ctx, []int64{id, id + 1})
+	if err != nil || len(epochs) != 2 || epochs[0] == "" || epochs[1] != "" {
+		t.Fatalf("Epochs: got %q, %v; want the counter's, then none", epochs, err)
+	}
+	epoch := epochs[0]
+	if moved, err := c.Pay(ctx, id, epoch, 2); err != nil || !moved {
+		t.Fatalf("Pay: got %v, %v; want moved", moved, err)
+	}
+	if given, err := c.GiveBack(ctx, id, epoch, []string{"carol"}); err != nil || !given {
+		t.Fatalf("GiveBack: got %v, %v; want given", given, err)
+	}
+	if got := counts(t, c, id); *got != (seckill.Count{Stock: 2, Reserved: 1, Sold: 3}) {
+		t.Errorf("after paying two and giving one back: got %+v, want stock 2, reserved 1, sold 3", got)
+	}
+	if _, err := c.Reserve(ctx, id, "carol"); err != nil {
+		t.Errorf("carol after her unit came back: got %v, want a reserve", err)
+	}
+	// A restock sets the stock; the reserved count stays, and a unit
+	// given back after it is added to the stock it set.
+	if rc, err := c.Restock(ctx, id, 5); err != nil || rc != (seckill.Count{Stock: 5, Reserved: 2, Sold: 3, Gen: 1}) {
+		t.Fatalf("Restock: got %+v, %v; want stock 5, reserved 2, sold 3, gen 1", rc, err)
+	}
+	if _, err := c.GiveBack(ctx, id, epoch, []string{"carol"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(t, c, id); *got != (seckill.Count{Stock: 6, Reserved: 1, Sold: 3, Gen: 1}) {
+		t.Errorf("a give-back after the restock: got %+v, want stock 6, reserved 1", got)
+	}
+	// The undo of a reserve takes it from reserved.
+	dave, err := c.Reserve(ctx, id, "dave")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Undo(ctx, id, "dave", dave); err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(t, c, id); *got != (seckill.Count{Stock: 6, Reserved: 1, Sold: 3, Gen: 1}) {
+		t.Errorf("after undoing dave's reserve: got %+v, want it as before", got)
+	}
+	// A counter built again since the epoch's read is left alone: it was
+	// built from a database that had the moves already.
+	srv.Restart()
+	if _, _, err := c.Build(ctx, id, seckill.Count{Stock: 6, Reserved: 1, Sold: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if moved, err := c.Pay(ctx, id, epoch, 1); err != nil || moved {
+		t.Errorf("Pay with the lost counter's epoch: got %v, %v; want nothing moved", moved, err)
+	}
+	if given, err := c.GiveBack(ctx, id, epoch, []string{"bob"}); err != nil || given {
+		t.Errorf("GiveBack with the lost counter's epoch: got %v, %v; want nothing given", given, err)
+	}
+	if given, err := c.GiveBack(ctx, id+1, "", []string{"bob"}); err != nil || given {
+		t.Errorf("GiveBack to no counter: got %v, %v; want nothing given", given, err)
+	}
+	if got := counts(t, c, id); *got != (seckill.Count{Stock: 6, Reserved: 1, Sold: 3}) {
+		t.Errorf("after the stale moves: got %+v, want the counter as built", got)
+	}
+	if got := counts(t, c, id+1); got != nil {
+		t.Errorf("a give-back to no counter made one: %+v", got)
+	}
+}
+
 // A take from a counter that was lost is not undone in the counter built
 // after it, even when the same user bought from the new one: the new one
 // was built from the orders, which never had the old take, and her new

@@ -27,8 +27,8 @@ const adminToken = "dashboard-admin-token"
 
 // serveReplicas starts n replicas on one Redis and one SQLite file, each
 // serving on its own loopback port until the test ends, and returns their
-// base URLs.
-func serveReplicas(t *testing.T, n int) []string {
+// base URLs. Each of opts changes the replicas' configuration.
+func serveReplicas(t *testing.T, n int, opts ...func(*app.Config)) []string {
 	t.Helper()
 	r := redistest.Start(t)
 	db := filepath.Join(t.TempDir(), "seckill.db")
@@ -37,6 +37,9 @@ func serveReplicas(t *testing.T, n int) []string {
 		cfg := app.DefaultConfig()
 		cfg.RedisAddr, cfg.Database, cfg.AdminToken = r.Addr(), db, adminToken
 		cfg.ShutdownTimeout = 5 * time.Second
+		for _, o := range opts {
+			o(&cfg)
+		}
 		srv, err := app.NewServer(context.Background(), cfg, nil)
 		if err != nil {
 			t.Fatalf("NewServer: %v", err)
@@ -130,17 +133,24 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.Navigate(urls[0] + "/dashboard")
 	b.WaitTrue(`Number(document.body.dataset.polls) >= 1`, 20*time.Second, func() string { return "the page never polled its data" })
 
-	const stock = 300
+	// A steady sale that lasts until the page has been seen during it
+	// (end), however long a loaded machine takes to get there, with more
+	// stock than it can sell before its deadline: there is a "during".
+	const rate, limit = 100, time.Minute
+	const stock = rate * 60
 	type result struct {
 		rep loadtest.Report
 		err error
 	}
 	done := make(chan result, 1)
+	end, finished := make(chan struct{}), make(chan struct{})
+	endSale := sync.OnceFunc(func() { close(end) })
+	t.Cleanup(func() { endSale(); <-finished }) // before the replicas stop
 	go func() {
-		// A steady sale of a few seconds, so that there is a "during".
+		defer close(finished)
 		rep, err := loadtest.Run(context.Background(), loadtest.Config{
 			Targets: urls, AdminToken: adminToken, Stock: stock,
-			Rate: 100, Duration: 5 * time.Second, ProgressMode: loadtest.ProgressOff,
+			Rate: rate, Duration: limit, End: end, ProgressMode: loadtest.ProgressOff,
 		}, io.Discard)
 		done <- result{rep, err}
 	}()
@@ -184,6 +194,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	b.Screenshot(browsertest.ScreenshotPath(t, "dashboard-during.png"))
 
+	endSale()
 	res := <-done
 	if res.err != nil || !res.rep.OK() {
 		t.Fatalf("the sale: %v, %s", res.err, res.rep.Verdict())
@@ -327,4 +338,99 @@ func thousands(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// lifeShown is what the page shows of the orders' life: the reserved
+// tile, the orders closed by state in its window, and what its charts
+// drew of them.
+type lifeShown struct {
+	Polls       int              `json:"polls"`
+	Reserved    string           `json:"reserved"`    // the reserved tile
+	Closed      map[string]int64 `json:"closed"`      // the paid, cancelled and expired tiles
+	ClosedBars  map[string]int   `json:"closedBars"`  // bars of each state in the chart of closed orders
+	ReservedPts int              `json:"reservedPts"` // points of the selected product's reserved line
+	MaxReserved int64            `json:"maxReserved"` // the most the page's samples of it showed
+}
+
+const readLife = `(() => {
+  const q = id => document.getElementById(id);
+  const closed = {}, bars = {};
+  for (const o of ["paid", "cancelled", "expired"]) {
+    closed[o] = Number(q("closed-" + o).dataset.value || -1);
+    bars[o] = document.querySelectorAll("#chart-closed rect.bar." + o).length;
+  }
+  const line = document.querySelector("#chart-stock polyline.reserved");
+  let most = 0;
+  for (const s of state.seconds.values()) for (const ps of Object.values(s.products || {})) most = Math.max(most, ps.reserved || 0);
+  return {
+    polls: Number(document.body.dataset.polls || 0),
+    reserved: q("inv-reserved").dataset.value || "",
+    closed, closedBars: bars,
+    reservedPts: line ? line.getAttribute("points").trim().split(/\s+/).length : 0,
+    maxReserved: most,
+  };
+})()`
+
+// A sale with a payment window, on two replicas: the page shows units
+// reserved during the sale, and after it, on either replica, the orders
+// paid, cancelled and expired as the orders listed have them (every
+// replica's moves and expiries, summed in Redis), each state drawn in
+// the chart of orders closed per second, and nothing reserved left.
+func TestDashboardShowsReservationsInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: headless Chromium")
+	}
+	urls := serveReplicas(t, 2, func(c *app.Config) { c.PayWindow = time.Second })
+	b := browsertest.Start(t, 1280, 1100)
+	b.Navigate(urls[0] + "/dashboard")
+	b.WaitTrue(`Number(document.body.dataset.polls) >= 1`, 20*time.Second, func() string { return "the page never polled its data" })
+
+	const stock = 20
+	type result struct {
+		rep loadtest.Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := loadtest.Run(context.Background(), loadtest.Config{
+			Targets: urls, AdminToken: adminToken, Stock: stock,
+			Buyers: 300, BurstWindow: 4 * time.Second, ProgressMode: loadtest.ProgressOff,
+			Life: loadtest.Life{Pay: 0.6, Cancel: 0.2, Late: 0.25, CloseOut: true},
+		}, io.Discard)
+		done <- result{rep, err}
+	}()
+	// During the sale: the selected product's samples show units reserved.
+	b.WaitTrue(`(() => { const p = `+readLife+`; return p.maxReserved > 0 && p.reservedPts >= 2; })()`, 30*time.Second, func() string {
+		return fmt.Sprintf("the page never showed a unit reserved: %+v", browsertest.Eval[lifeShown](b, readLife))
+	})
+	b.Screenshot(browsertest.ScreenshotPath(t, "dashboard-reservations-during.png"))
+
+	res := <-done
+	if res.err != nil || !res.rep.OK() || res.rep.Reservations == nil {
+		t.Fatalf("the sale: %v, %s", res.err, res.rep.Verdict())
+	}
+	orders, err := apiclient.New(http.DefaultClient, urls[1], "").Orders(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"paid": 0, "cancelled": 0, "expired": 0}
+	for _, o := range orders {
+		if _, ok := want[o.State]; ok {
+			want[o.State]++
+		}
+	}
+	if want["paid"] != stock || want["cancelled"] == 0 || want["expired"] == 0 {
+		t.Fatalf("orders by state %v: want %d paid, and some cancelled and expired", want, stock)
+	}
+	for i, u := range urls {
+		if i > 0 {
+			b.Navigate(u + "/dashboard")
+		}
+		cond := fmt.Sprintf(`(() => { const p = %s; return p.reserved === "0" && p.closed.paid === %d && p.closed.cancelled === %d && p.closed.expired === %d && p.closedBars.paid > 0 && p.closedBars.cancelled > 0 && p.closedBars.expired > 0; })()`,
+			readLife, want["paid"], want["cancelled"], want["expired"])
+		b.WaitTrue(cond, 20*time.Second, func() string {
+			return fmt.Sprintf("replica %d's page shows %+v; want nothing reserved and the orders closed %v, each state drawn", i+1, browsertest.Eval[lifeShown](b, readLife), want)
+		})
+	}
+	b.Screenshot(browsertest.ScreenshotPath(t, "dashboard-reservations.png"))
 }

@@ -16,6 +16,7 @@ type bucket struct {
 	fenceRejected int64
 	leasesLost    int64
 	orders        map[int64]int64 // by product
+	closed        map[seckill.OrderState]int64
 }
 
 // busiest returns the ids of the (at most) k products with the most
@@ -47,6 +48,9 @@ func (b *bucket) fields(replica string, busiest []int64, samples map[int64]*seck
 	if b.leasesLost > 0 {
 		incr[fieldLost] = b.leasesLost
 	}
+	for st, n := range b.closed {
+		incr[fieldClosed+string(st)] = n
+	}
 	var orders int64
 	for _, n := range b.orders {
 		orders += n
@@ -61,6 +65,9 @@ func (b *bucket) fields(replica string, busiest []int64, samples map[int64]*seck
 		if p, ok := samples[id]; ok {
 			set[fieldStock+key] = p.Stock
 			set[fieldSold+key] = p.Sold
+			if p.Reserved != 0 {
+				set[fieldReserved+key] = p.Reserved // absent: none
+			}
 		}
 	}
 	return incr, set
@@ -76,5 +83,7 @@ const (
 	fieldOrders    = "n:"     // n:<product>: orders committed, of a replica's sampleTop busiest
 	fieldStock     = "s:"     // s:<product>: stock, sampled from the database after the second
 	fieldSold      = "d:"     // d:<product>: sold, likewise
+	fieldReserved  = "v:"     // v:<product>: reserved, likewise, when not 0
+	fieldClosed    = "c:"     // c:<state>: orders that left pending for paid, cancelled or expired
 	fieldReplica   = "r:"     // r:<replica>: that replica reported this second
 )

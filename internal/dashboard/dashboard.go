@@ -2,9 +2,10 @@
 // timeline behind it. It shows the totals over every product (how many,
 // their stock, sold, and how many are sold out), the TopN products with
 // the most orders in the window it keeps (Window), each with its stock,
-// sold and orders/s over time, and the rest as one line of sums; and for
-// the whole service, orders and purchase outcomes per second, lock wait
-// p50/p99, fence rejections and lost leases. A sale over thousands of
+// reserved, sold and orders/s over time, and the rest as one line of sums;
+// and for the whole service, orders and purchase outcomes per second, the
+// orders that left pending per second (paid, cancelled, expired), lock
+// wait p50/p99, fence rejections and lost leases. A sale over thousands of
 // products thus shows as ten rows and a line, not thousands of rows.
 //
 // Which replica answers the page must not matter, so nothing it shows is
@@ -34,8 +35,8 @@
 // database, in one statement, the rows of at most sampleTop products (its
 // busiest of that second), and writes the seconds that have ended in one
 // pipelined round trip: per second with activity, a few HINCRBY for the
-// outcomes, waits and total orders, one per busiest product, one HSET of
-// at most 2*sampleTop+1 fields and one EXPIRE. However many products a
+// outcomes, waits, orders closed and total orders, one per busiest
+// product, one HSET of at most 3*sampleTop+1 fields and one EXPIRE. However many products a
 // replica sells in a second, that is at most 3*sampleTop product fields
 // and one bounded read; ranking them costs an in-memory sort. A poll needs
 // every second of the window, whatever second it asks for, since the
@@ -274,7 +275,8 @@ func (d *Dashboard) current() *bucket {
 	sec := d.now().Unix()
 	b := d.pending[sec]
 	if b == nil {
-		b = &bucket{outcomes: map[seckill.Outcome]int64{}, wait: make([]int64, len(WaitBuckets)+1), orders: map[int64]int64{}}
+		b = &bucket{outcomes: map[seckill.Outcome]int64{}, wait: make([]int64, len(WaitBuckets)+1), orders: map[int64]int64{},
+			closed: map[seckill.OrderState]int64{}}
 		d.pending[sec] = b
 	}
 	return b
@@ -296,6 +298,14 @@ func (d *Dashboard) FenceRejected(seckill.FenceStage) {
 
 // BatchDone is not shown (seckill.Recorder).
 func (d *Dashboard) BatchDone(int) {}
+
+// OrdersClosed counts n orders that left pending for state: paid,
+// cancelled or expired (seckill.Recorder).
+func (d *Dashboard) OrdersClosed(state seckill.OrderState, n int) {
+	d.mu.Lock()
+	d.current().closed[state] += int64(n)
+	d.mu.Unlock()
+}
 
 // OrdersPlaced counts n orders committed for a product: called by the
 // wiring's store, once the transaction that wrote them has committed.

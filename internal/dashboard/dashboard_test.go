@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"maps"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -133,6 +134,56 @@ func TestSharedTimeline(t *testing.T) {
 	}
 	if all := sum(secs, func(s dashboard.Second) int64 { return s.Orders }); orders != 4 || all != 4 || replicas != 2 {
 		t.Errorf("orders: got %d of the product and %d in all from %d replicas, want 4, 4 from 2", orders, all, replicas)
+	}
+}
+
+// The orders that left pending, by the state they went to, summed over
+// the replicas, and the units reserved: in the inventory, in the top
+// product, and in each second's sample of it.
+func TestOrdersClosedAndReserved(t *testing.T) {
+	r := redistest.Start(t)
+	st, id := openStore(t, 4)
+	ctx := context.Background()
+	for i := range 2 { // two pending orders: 2 units reserved
+		o := &seckill.Order{ProductID: id, UserID: "p" + strconv.Itoa(i), CreatedAt: time.Now(), State: seckill.OrderPending, ExpiresAt: time.Now().Add(time.Hour)}
+		if err := st.InsertOrder(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.SetStock(ctx, id, 4); err != nil {
+		t.Fatal(err)
+	}
+	a, b := dashboard.New(), dashboard.New()
+	for _, d := range []*dashboard.Dashboard{a, b} {
+		d.Start(r.Client(), st, nil)
+		t.Cleanup(d.Close)
+	}
+	for _, d := range []*dashboard.Dashboard{a, b} {
+		d.OrdersPlaced(id, 1)
+		d.OrdersClosed(seckill.OrderPaid, 2)
+		d.OrdersClosed(seckill.OrderExpired, 3)
+	}
+	a.OrdersClosed(seckill.OrderCancelled, 1)
+	a.Close()
+	b.Close()
+
+	got := data(t, a)
+	if want := map[string]int64{"paid": 4, "cancelled": 1, "expired": 6}; !maps.Equal(got.Totals.Closed, want) {
+		t.Errorf("orders closed: got %v, want %v", got.Totals.Closed, want)
+	}
+	if n := sum(got.Seconds, func(s dashboard.Second) int64 { return s.Closed["expired"] }); n != 6 {
+		t.Errorf("expired, summed over the seconds: got %d, want 6", n)
+	}
+	if want := (dashboard.Inventory{Products: 1, Stock: 4, Reserved: 2, Sold: 4}); got.Inventory != want {
+		t.Errorf("inventory: got %+v, want %+v", got.Inventory, want)
+	}
+	if len(got.Top) != 1 || got.Top[0].Reserved != 2 {
+		t.Errorf("top: got %+v, want the product with 2 reserved", got.Top)
+	}
+	for _, s := range got.Seconds {
+		if ps, ok := s.Products[strconv.FormatInt(id, 10)]; ok && (ps.Reserved == nil || *ps.Reserved != 2) {
+			t.Errorf("second %d: sample %+v, want 2 reserved", s.T, ps)
+		}
 	}
 }
 

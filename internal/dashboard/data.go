@@ -48,22 +48,25 @@ type Data struct {
 type Inventory struct {
 	Products int64 `json:"products"`
 	Stock    int64 `json:"stock"`
+	// Reserved counts the units of pending orders (with a payment window).
+	Reserved int64 `json:"reserved"`
 	Sold     int64 `json:"sold"`
 	// SoldOut counts the products with no stock left.
 	SoldOut int64 `json:"sold_out"`
 }
 
 func inventory(i seckill.Inventory) Inventory {
-	return Inventory{Products: i.Products, Stock: i.Stock, Sold: i.Sold, SoldOut: i.SoldOut}
+	return Inventory{Products: i.Products, Stock: i.Stock, Reserved: i.Reserved, Sold: i.Sold, SoldOut: i.SoldOut}
 }
 
 // Product is one of Top: as the database has it now, and its orders in
 // the window.
 type Product struct {
-	ID    int64  `json:"id"`
-	Name  string `json:"name"`
-	Stock int64  `json:"stock"`
-	Sold  int64  `json:"sold"`
+	ID       int64  `json:"id"`
+	Name     string `json:"name"`
+	Stock    int64  `json:"stock"`
+	Reserved int64  `json:"reserved"`
+	Sold     int64  `json:"sold"`
 	// Orders counts the product's orders in the last Window, summed over
 	// the seconds in which it was among a replica's sampleTop busiest. A
 	// second in which sampleTop others sold as much or more on that
@@ -79,6 +82,9 @@ type Second struct {
 	Replicas int `json:"replicas"`
 	// Outcomes counts purchases by outcome (seckill.Outcome).
 	Outcomes map[string]int64 `json:"outcomes"`
+	// Closed counts the orders that left pending in this second, by the
+	// state they went to: paid, cancelled or expired.
+	Closed map[string]int64 `json:"closed"`
 	// Acquired counts lock acquisitions, and Wait them by how long they
 	// waited: one count per WaitBuckets bound (at most that long, more
 	// than the bound before), and one for longer than the last. WaitP50
@@ -98,16 +104,21 @@ type Second struct {
 }
 
 // ProductSecond is one product in one second: the orders committed, and
-// its stock and sold as read from the database just after the second.
+// its stock, reserved and sold as read from the database just after the
+// second.
 type ProductSecond struct {
 	Orders int64  `json:"orders"`
 	Stock  *int64 `json:"stock,omitempty"`
 	Sold   *int64 `json:"sold,omitempty"`
+	// Reserved is there when the sample found units reserved; a sample
+	// with stock and sold but no reserved found none.
+	Reserved *int64 `json:"reserved,omitempty"`
 }
 
 // Totals are the sums over the seconds returned.
 type Totals struct {
 	Outcomes      map[string]int64 `json:"outcomes"`
+	Closed        map[string]int64 `json:"closed"`
 	Acquired      int64            `json:"acquired"`
 	WaitP50       *float64         `json:"wait_p50"`
 	WaitP99       *float64         `json:"wait_p99"`
@@ -154,7 +165,7 @@ func (d *Dashboard) Data(ctx context.Context, since time.Time) (any, error) {
 	out.Inventory = inventory(all)
 	for _, id := range ids {
 		if p, ok := byID[id]; ok {
-			out.Top = append(out.Top, Product{ID: p.ID, Name: p.Name, Stock: p.Stock, Sold: p.Sold, Orders: orders[id]})
+			out.Top = append(out.Top, Product{ID: p.ID, Name: p.Name, Stock: p.Stock, Reserved: p.Reserved, Sold: p.Sold, Orders: orders[id]})
 		}
 	}
 	from := max(since.Unix(), start)
@@ -219,15 +230,17 @@ func decode(stored map[int64]map[string]int64) ([]Second, Totals) {
 		}
 	})
 	out := make([]Second, 0, len(secs))
-	tot := Totals{Outcomes: zeroOutcomes()}
+	tot := Totals{Outcomes: zeroOutcomes(), Closed: zeroClosed()}
 	totalWait := make([]int64, len(WaitBuckets)+1)
 	for _, t := range secs {
-		s := Second{T: t, Outcomes: zeroOutcomes()}
+		s := Second{T: t, Outcomes: zeroOutcomes(), Closed: zeroClosed()}
 		wait := make([]int64, len(WaitBuckets)+1)
 		for f, v := range stored[t] {
 			switch {
 			case strings.HasPrefix(f, fieldOutcome):
 				s.Outcomes[f[len(fieldOutcome):]] += v
+			case strings.HasPrefix(f, fieldClosed):
+				s.Closed[f[len(fieldClosed):]] += v
 			case strings.HasPrefix(f, fieldWait):
 				if i, err := strconv.Atoi(f[len(fieldWait):]); err == nil && i >= 0 && i < len(wait) {
 					wait[i] += v
@@ -240,7 +253,7 @@ func decode(stored map[int64]map[string]int64) ([]Second, Totals) {
 				s.Orders = v
 			case strings.HasPrefix(f, fieldReplica):
 				s.Replicas++
-			case strings.HasPrefix(f, fieldOrders), strings.HasPrefix(f, fieldStock), strings.HasPrefix(f, fieldSold):
+			case strings.HasPrefix(f, fieldOrders), strings.HasPrefix(f, fieldStock), strings.HasPrefix(f, fieldSold), strings.HasPrefix(f, fieldReserved):
 				i := strings.IndexByte(f, ':')
 				if s.Products == nil {
 					s.Products = map[string]ProductSecond{}
@@ -253,6 +266,8 @@ func decode(stored map[int64]map[string]int64) ([]Second, Totals) {
 					ps.Stock = &v
 				case fieldSold:
 					ps.Sold = &v
+				case fieldReserved:
+					ps.Reserved = &v
 				}
 				s.Products[f[i+1:]] = ps
 			}
@@ -266,6 +281,9 @@ func decode(stored map[int64]map[string]int64) ([]Second, Totals) {
 		for o, n := range s.Outcomes {
 			tot.Outcomes[o] += n
 		}
+		for st, n := range s.Closed {
+			tot.Closed[st] += n
+		}
 		tot.Acquired += s.Acquired
 		tot.FenceRejected += s.FenceRejected
 		tot.LeasesLost += s.LeasesLost
@@ -273,6 +291,11 @@ func decode(stored map[int64]map[string]int64) ([]Second, Totals) {
 	}
 	tot.WaitP50, tot.WaitP99 = Quantile(0.5, totalWait), Quantile(0.99, totalWait)
 	return out, tot
+}
+
+// zeroClosed is the orders closed by state, each at 0.
+func zeroClosed() map[string]int64 {
+	return map[string]int64{string(seckill.OrderPaid): 0, string(seckill.OrderCancelled): 0, string(seckill.OrderExpired): 0}
 }
 
 func zeroOutcomes() map[string]int64 {

@@ -187,6 +187,9 @@ func saleOnce(ctx context.Context, o options, cfg app.Config, logs *replicaLogs,
 	if s := logs.summary(); s != "" {
 		fmt.Fprintf(stdout, "demo: %s\n", s)
 	}
+	if r := rep.Reservations; r != nil {
+		fmt.Fprintf(stdout, "demo: %s\n", r.LagLine())
+	}
 	if sale.ExpectOversell && !rep.OK() && missing == "" {
 		missing = "no oversell and no violation in a sale of a mode expected to oversell: the race it depends on did not happen"
 	}
@@ -210,13 +213,20 @@ func saleOnce(ctx context.Context, o options, cfg app.Config, logs *replicaLogs,
 
 // describeService says what guards the sale, in a line.
 func describeService(cfg app.Config) string {
+	design := ""
 	switch cfg.Design {
 	case app.DesignConditional:
-		return "design conditional: one transaction per purchase, UPDATE ... WHERE stock > 0 then the order's insert; no lock, no Redis"
+		design = "design conditional: one transaction per purchase, UPDATE ... WHERE stock > 0 then the order's insert; no lock, no Redis"
 	case app.DesignCounter:
-		return "design redis-counter: a Lua script takes from the stock counter in Redis, then the order is inserted before the answer; no lock"
+		design = "design redis-counter: a Lua script takes from the stock counter in Redis, then the order is inserted before the answer; no lock"
 	case app.DesignCounterAsync:
-		return "design redis-counter-async: a Lua script takes from the stock counter in Redis and queues the order; 201 at once, each replica's writer inserts the queued orders; no lock"
+		design = "design redis-counter-async: a Lua script takes from the stock counter in Redis and queues the order; 201 at once, each replica's writer inserts the queued orders; no lock"
+	}
+	if design != "" {
+		if cfg.PayWindow > 0 {
+			design += "; " + describeLife(cfg)
+		}
+		return design
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "lock %s", cfg.Lock)
@@ -238,7 +248,34 @@ func describeService(cfg app.Config) string {
 	if cfg.ChaosPause > 0 && cfg.ChaosProb > 0 {
 		fmt.Fprintf(&b, "; chaos: holders pause %v with probability %g", cfg.ChaosPause, cfg.ChaosProb)
 	}
+	if cfg.PayWindow > 0 {
+		b.WriteString("; " + describeLife(cfg))
+	}
 	return b.String()
+}
+
+// describeLife says what a purchase reserves and who expires it.
+func describeLife(cfg app.Config) string {
+	s := fmt.Sprintf("payment window %v, each replica expires due orders every %v", cfg.PayWindow, cfg.ExpiryEvery())
+	switch cfg.UnsafeExpiry {
+	case "unlocked":
+		s += ", UNLOCKED (unsafe): units go back outside the lock and the fence"
+	case "unchecked":
+		s += ", UNCHECKED (unsafe): due orders expire whatever their state"
+	}
+	switch {
+	case cfg.ChaosExpiryPause <= 0 || cfg.ChaosProb <= 0:
+	case cfg.Design == app.DesignConditional:
+		s += ", no expiry pause (the conditional design has no step between its read and its write)"
+	case cfg.Design == app.DesignCounter:
+		s += fmt.Sprintf(", cancels and expiries pausing %v between the database's return of units and the counter's", cfg.ChaosExpiryPause)
+	default:
+		s += fmt.Sprintf(", pausing %v between its read and its write", cfg.ChaosExpiryPause)
+	}
+	if cfg.UnsafePayLate {
+		s += "; payments after the window ACCEPTED (unsafe)"
+	}
+	return s
 }
 
 // watchOutput is w, which calls cut when a write fails with EPIPE:

@@ -25,6 +25,7 @@ import (
 // The demo's main job, on both kinds of Redis: two replicas under the
 // distributed lock sell exactly the stock, and everything is gone after.
 func TestDemoPasses(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
@@ -35,6 +36,7 @@ func TestDemoPasses(t *testing.T) {
 		{"server", "demo: Redis: redis-server on 127.0.0.1:"},
 	} {
 		t.Run(tt.redis, func(t *testing.T) {
+			t.Parallel()
 			r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": tt.redis}, args()...)
 			if r.code != 0 {
 				t.Errorf("exit status: got %d, want 0", r.code)
@@ -57,10 +59,10 @@ func TestDemoPasses(t *testing.T) {
 // write makes the overlap certain, however fast the replicas get through
 // the burst without it.
 func TestDemoDetectsOversell(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
-	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
 	for _, tt := range []struct {
 		name    string
 		extra   []string
@@ -71,7 +73,8 @@ func TestDemoDetectsOversell(t *testing.T) {
 		{"expected", []string{"-expect-oversell"}, 0, "demo: PASS: oversell detected"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := runDemo(t, context.Background(), nil, nil, args(append([]string{"-lock", "none", "-chaos-pause", "10ms"}, tt.extra...)...)...)
+			t.Parallel()
+			r := runDemo(t, context.Background(), nil, nil, smallArgs(append([]string{"-lock", "none", "-chaos-pause", "10ms"}, tt.extra...)...)...)
 			if r.code != tt.code {
 				t.Errorf("exit status: got %d, want %d", r.code, tt.code)
 			}
@@ -89,22 +92,27 @@ func TestDemoDetectsOversell(t *testing.T) {
 // than the lease) must show it: lost leases. When it does not (here a
 // pause so unlikely that no holder takes it), the sale runs again on fresh
 // replicas, 3 sales in all, and then the demo says "fault not injected"
-// and fails, even though nothing was oversold.
+// and fails, even though nothing was oversold. That sale's lease is long
+// (10 s): with a short one, a critical section slowed past it by a loaded
+// machine would lose a lease without the pause.
 func TestDemoLeaseExpiryShowsItsFault(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
-	fault := []string{"-buyers", "40", "-stock", "5", "-lock-renew=false", "-lock-ttl", "200ms", "-chaos-pause", "300ms"}
+	fault := []string{"-buyers", "40", "-stock", "5", "-lock-renew=false"}
 	for _, tt := range []struct {
-		prob string
-		code int
-		want string
+		prob, ttl, pause string
+		code             int
+		want             string
 	}{
-		{"1", 0, "demo: PASS"},
-		{"1e-12", 1, "demo: FAULT NOT INJECTED in 3 sales: holders pause 300ms with probability 1e-12, past the 200ms lease with renewal off, yet no lease was lost"},
+		{"1", "200ms", "300ms", 0, "demo: PASS"},
+		{"1e-12", "10s", "11s", 1, "demo: FAULT NOT INJECTED in 3 sales: holders pause 11s with probability 1e-12, past the 10s lease with renewal off, yet no lease was lost"},
 	} {
 		t.Run("prob="+tt.prob, func(t *testing.T) {
-			r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": "server"}, append(fault, "-chaos-prob", tt.prob)...)
+			t.Parallel()
+			r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": "server"},
+				append(fault, "-lock-ttl", tt.ttl, "-chaos-pause", tt.pause, "-chaos-prob", tt.prob)...)
 			if r.code != tt.code || !strings.Contains(r.stdout, tt.want) {
 				t.Errorf("got exit %d, want %d with %q:\n%s", r.code, tt.code, tt.want, r.stdout)
 			}
@@ -130,10 +138,11 @@ func TestDemoLeaseExpiryShowsItsFault(t *testing.T) {
 // local lock on one replica is the sale where the race cannot happen: its
 // one mutex excludes every buyer.
 func TestDemoExpectedOversellRunsAgainUntilItHappens(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: three demo sales")
 	}
-	r := runDemo(t, context.Background(), nil, nil, args("-lock", "local", "-replicas", "1", "-expect-oversell")...)
+	r := runDemo(t, context.Background(), nil, nil, smallArgs("-lock", "local", "-replicas", "1", "-expect-oversell")...)
 	const want = "demo: FAULT NOT INJECTED in 3 sales: no oversell and no violation in a sale of a mode expected to oversell"
 	if r.code != 1 || !strings.Contains(r.stdout, want) {
 		t.Errorf("got exit %d, want 1 with %q", r.code, want)
@@ -155,10 +164,10 @@ func TestDemoExpectedOversellRunsAgainUntilItHappens(t *testing.T) {
 // between each purchase's read and its write makes the two replicas'
 // critical sections overlap for certain.
 func TestDemoMixedSaleIsChecked(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
-	t.Setenv("TMPDIR", t.TempDir()) // where the check's visualization goes
 	mixed := []string{"-buyers", "600", "-stock", "50", "-mix", "reads=10%,restocks=2%"}
 	for _, tt := range []struct {
 		lock, want, verdict string
@@ -167,6 +176,7 @@ func TestDemoMixedSaleIsChecked(t *testing.T) {
 		{"local", "linearizable: NO (product 1: starting from stock 50", "demo: PASS"},
 	} {
 		t.Run(tt.lock, func(t *testing.T) {
+			t.Parallel()
 			extra := []string{"-lock", tt.lock}
 			if tt.lock != "redis" {
 				extra = append(extra, "-expect-oversell", "-chaos-pause", "5ms")
@@ -212,6 +222,7 @@ var (
 // still reads the sale back and judges it, then stops the replicas and
 // redis-server and removes the directory.
 func TestDemoCleansUpWhenInterrupted(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
@@ -240,6 +251,7 @@ func TestDemoCleansUpWhenInterrupted(t *testing.T) {
 // EPIPE (the process ignores SIGPIPE, which its replicas' sockets raise
 // too), and that stops the sale as a Ctrl-C does, and cleans up.
 func TestDemoStopsWhenItsOutputIsCut(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
@@ -285,6 +297,7 @@ func (p *cutPipe) Write(b []byte) (int, error) {
 // An error after everything has started (the results file cannot be
 // created) is exit status 2, and still cleans up.
 func TestDemoCleansUpAfterError(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
@@ -317,6 +330,11 @@ func TestDemoUsage(t *testing.T) {
 		{[]string{"-batch-max", "0"}, 2, "batch max 0"},
 		{[]string{"-mix", "reads=200%"}, 2, "-mix"},
 		{[]string{"-matrix", "-keep"}, 2, "-keep: the matrix stops each row's replicas"},
+		{[]string{"-unsafe-pay-late"}, 2, "act on reservations: give -window too"},
+		{[]string{"-window", "1s", "-pay", "0.9", "-cancel", "0.2"}, 2, "together at most 1"},
+		{[]string{"-window", "1s", "-unsafe-expiry", "sideways"}, 2, `unsafe expiry "sideways"`},
+		{[]string{"-matrix", "-window", "1s"}, 2, "-matrix chooses these per row; drop -window"},
+		{[]string{"-design", "redis-counter-async", "-window", "1s"}, 2, "redis-counter-async answers 201 before the order exists"},
 	} {
 		r := runDemo(t, context.Background(), nil, nil, tt.args...)
 		if r.code != tt.code || !strings.Contains(r.stderr, tt.want) {
@@ -328,12 +346,13 @@ func TestDemoUsage(t *testing.T) {
 // demo -report and -report-json pass through to the sale: the page says
 // what the text says, and the JSON reads back.
 func TestDemoReport(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
 	dir := t.TempDir()
 	page, data := filepath.Join(dir, "sale.html"), filepath.Join(dir, "sale.json")
-	r := runDemo(t, context.Background(), nil, nil, args("-lock", "none", "-chaos-pause", "10ms", "-expect-oversell", "-report", page, "-report-json", data)...)
+	r := runDemo(t, context.Background(), nil, nil, smallArgs("-lock", "none", "-chaos-pause", "10ms", "-expect-oversell", "-report", page, "-report-json", data)...)
 	if r.code != 0 {
 		t.Fatalf("exit status: got %d, want 0", r.code)
 	}
@@ -343,7 +362,7 @@ func TestDemoReport(t *testing.T) {
 	}
 	for _, want := range []string{`<div class="verdict pass" id="verdict">PASS: oversell detected, as expected for this mode</div>`,
 		`data-number="3" data-status="FAIL"`, `<svg class="sale-chart"`,
-		`<dd id="shape">burst of 1000 buyers at once`, `id="linearizable" data-verdict="`} {
+		`<dd id="shape">burst of 200 buyers at once`, `id="linearizable" data-verdict="`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("report page lacks %q", want)
 		}
@@ -358,9 +377,9 @@ func TestDemoReport(t *testing.T) {
 		Shape                    string
 		Linearizability          struct{ Verdict string }
 	}
-	if err := json.Unmarshal(j, &rep); err != nil || !rep.Oversold || !rep.ExpectOversell || rep.Requests != 1000 ||
-		!strings.HasPrefix(rep.Shape, "burst of 1000 buyers") || rep.Linearizability.Verdict == "" {
-		t.Errorf("report JSON: got %+v (%v), want an expected oversell of 1000 requests, the burst and a linearizability verdict", rep, err)
+	if err := json.Unmarshal(j, &rep); err != nil || !rep.Oversold || !rep.ExpectOversell || rep.Requests != 200 ||
+		!strings.HasPrefix(rep.Shape, "burst of 200 buyers") || rep.Linearizability.Verdict == "" {
+		t.Errorf("report JSON: got %+v (%v), want an expected oversell of 200 requests, the burst and a linearizability verdict", rep, err)
 	}
 	if !strings.Contains(r.stdout, "demo: dashboard: http://127.0.0.1:") {
 		t.Error("the demo did not print the dashboard's URL")
@@ -373,6 +392,7 @@ func TestDemoReport(t *testing.T) {
 // the replicas have written the sale's seconds, its 50 purchases. Then
 // the demo cleans up as usual and exits with the sale's verdict.
 func TestDemoKeepServesTheDashboard(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run (replicas, Redis, a load test)")
 	}
@@ -426,7 +446,7 @@ func TestDemoKeepServesTheDashboard(t *testing.T) {
 			}()
 		})
 	}}
-	r := runDemo(t, ctx, stdout, map[string]string{"SECKILL_DEMO_REDIS": "embedded"}, args("-keep")...)
+	r := runDemo(t, ctx, stdout, map[string]string{"SECKILL_DEMO_REDIS": "embedded"}, smallArgs("-keep")...)
 	if r.code != 0 {
 		t.Errorf("exit status: got %d, want 0 (the sale's verdict)", r.code)
 	}
@@ -474,6 +494,7 @@ func httpGet(url string) ([]byte, error) {
 // scripts and the order queue as redis-server does; the async design's
 // check waits for its orders.
 func TestDemoDesignsPass(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a whole demo run per design")
 	}
@@ -488,6 +509,7 @@ func TestDemoDesignsPass(t *testing.T) {
 			"(of up to 10s), the orders number the sold count"}},
 	} {
 		t.Run(tt.design, func(t *testing.T) {
+			t.Parallel()
 			r := runDemo(t, context.Background(), nil, map[string]string{"SECKILL_DEMO_REDIS": "embedded"},
 				"-design", tt.design, "-buyers", "600", "-stock", "50", "-mix", "reads=10%,restocks=2%")
 			if r.code != 0 {

@@ -18,10 +18,13 @@ import (
 // is certain, so that every sale has one, however few lock holds a fast
 // machine needs to sell the stock. The rows without a fault inject
 // nothing: the burst alone is what makes the broken modes oversell.
+// faultMaxStall bounds only a stall nobody ends, and is long enough for a
+// loaded machine's next holder to come: a stall it ends is the row's
+// fault, and a row whose every stall ran out shows none.
 const (
 	faultWork     = 2 * time.Millisecond
 	faultTTL      = 200 * time.Millisecond
-	faultMaxStall = time.Second
+	faultMaxStall = 3 * time.Second
 	faultProb     = 0.2
 )
 

@@ -86,6 +86,15 @@ redis-counter (a Lua stock counter in Redis, then the insert) or
 redis-counter-async (the counter, 201 at once, orders written in the
 background; the check waits for them, up to -settle).
 
+-window D gives the replicas a payment window (PAY_WINDOW): a 201 reserves,
+and the buyers pay (-pay), cancel (-cancel), or let the window pass for the
+replicas to expire the order and put the unit back on sale, where later
+buyers buy it again; -pay-late of the payers pay after the window, to be
+refused. The burst then lasts four windows (-burst-window), and after it
+fresh buyers who all pay buy what came back. -unsafe-expiry unlocked or
+unchecked and -unsafe-pay-late switch off a safeguard of that life: the
+checks must catch it.
+
 -matrix runs a short sale per lock mode, design and fault instead, and
 prints one table that shows where the sale oversells and where it does
 not; with -design, only that design's rows.
@@ -103,7 +112,8 @@ Flags:
 
 // serviceFlags are the flags that configure the replicas: -matrix sets
 // them per row, so giving one with -matrix is a mistake worth saying.
-var serviceFlags = []string{"lock", "settle", "lock-ttl", "lock-renew", "batch-max", "chaos-pause", "chaos-prob", "unsafe-no-fence", "expect-oversell", "out", "plot", "history"}
+var serviceFlags = []string{"lock", "settle", "lock-ttl", "lock-renew", "batch-max", "chaos-pause", "chaos-prob", "unsafe-no-fence", "expect-oversell", "out", "plot", "history",
+	"window", "expire-interval", "unsafe-expiry", "unsafe-pay-late", "chaos-expiry-pause"}
 
 // parseFlags turns args into options. It returns flag.ErrHelp for -h, and
 // errFlagParse when the flag package has already printed the problem.
@@ -157,6 +167,15 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.Float64Var(&o.svc.ChaosProb, "chaos-prob", o.svc.ChaosProb, "fault injection: `probability` (0..1) of the chaos pause")
 	fs.BoolVar(&o.svc.UnsafeNoFence, "unsafe-no-fence", o.svc.UnsafeNoFence, "UNSAFE, for demonstrations: turn fencing off in redis mode")
 
+	fs.DurationVar(&o.svc.PayWindow, "window", 0, "payment window of a purchase (PAY_WINDOW): the buyers pay, cancel or let it lapse; 0: orders are final at once")
+	fs.Float64Var(&o.sale.Life.Pay, "pay", defaultPay, "with -window: share, 0..1, of the buyers with a pending order who pay it")
+	fs.Float64Var(&o.sale.Life.Cancel, "cancel", defaultCancel, "with -window: share, 0..1, of the buyers with a pending order who cancel it (the others let it lapse)")
+	fs.Float64Var(&o.sale.Life.Late, "pay-late", defaultPayLate, "with -window: share, 0..1, of the payers who pay after the window, to be refused")
+	fs.DurationVar(&o.svc.ExpireInterval, "expire-interval", 0, "with -window: how often each replica expires due orders; 0: a tenth of the window, 50ms to 1s")
+	fs.StringVar(&o.svc.UnsafeExpiry, "unsafe-expiry", "", "UNSAFE, for demonstrations: `unlocked` (units go back outside the lock and the fence) or `unchecked` (due orders expire whatever their state)")
+	fs.BoolVar(&o.svc.UnsafePayLate, "unsafe-pay-late", false, "UNSAFE, for demonstrations: a payment after its window is accepted, also of an expired order")
+	fs.DurationVar(&o.svc.ChaosExpiryPause, "chaos-expiry-pause", 0, "fault injection: expiries sleep this long between their read and their write; with -unsafe-expiry unlocked, 0 means a fifth of the window")
+
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
@@ -176,6 +195,12 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	}
 	if err := loadtest.ShapeFromFlags(fs, &o.sale); err != nil {
 		return o, err
+	}
+	o.sale.Life.CloseOut = true
+	if o.svc.PayWindow > 0 {
+		o.withWindow(set)
+	} else {
+		o.sale.Life = loadtest.Life{}
 	}
 	var err error
 	if o.sale.Mix, err = loadtest.ParseMix(*mix); err != nil {
@@ -201,6 +226,43 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	return o, o.validate()
 }
 
+// Defaults of the buyers' moves with -window: most pay, some of them
+// late, a few cancel, and a fifth let the window pass.
+const (
+	defaultPay     = 0.7
+	defaultCancel  = 0.1
+	defaultPayLate = 0.1
+	// windowsPerSale is how many windows the burst lasts by default with
+	// -window: enough for units to come back and be bought again, twice
+	// or more.
+	windowsPerSale = 4
+	// unlockedPauseShare: with -unsafe-expiry unlocked and no
+	// -chaos-expiry-pause, the expiry pauses this share of the window
+	// between its read and its write, so that purchases land in between.
+	unlockedPauseShare = 5
+)
+
+// withWindow settles a sale with a payment window: a burst over four
+// windows unless its shape was given, the bound of the expiry's lag, and
+// the unlocked expiry's pause.
+func (o *options) withWindow(set map[string]bool) {
+	if o.sale.Buyers > 0 && !set["burst-window"] {
+		o.sale.BurstWindow = windowsPerSale * o.svc.PayWindow
+	}
+	if o.svc.UnsafeExpiry == "unlocked" && !set["chaos-expiry-pause"] {
+		o.svc.ChaosExpiryPause = o.svc.PayWindow / unlockedPauseShare
+	}
+	o.sale.Life.Lag = expiryLag(o.svc)
+}
+
+// expiryLag is the bound the demo states for the expiry's lag: a pass
+// every ExpiryEvery, a wait in the lock's queue of a product whose
+// purchases hold its lock (LockWait), the expiry's chaos pause, and a
+// second for the round's transaction on a loaded machine.
+func expiryLag(cfg app.Config) time.Duration {
+	return cfg.ExpiryEvery() + cfg.LockWait + cfg.ChaosExpiryPause + time.Second
+}
+
 // errFlagParse marks errors the flag package has already printed.
 var errFlagParse = errors.New("flag parse error")
 
@@ -222,6 +284,9 @@ func (o options) validate() error {
 	}
 	if o.sale.Products > loadtest.MaxProducts {
 		errs = append(errs, fmt.Errorf("-products %d: want at most %d", o.sale.Products, loadtest.MaxProducts))
+	}
+	if o.svc.PayWindow == 0 && (o.svc.UnsafeExpiry != "" || o.svc.UnsafePayLate || o.svc.ChaosExpiryPause > 0 || o.svc.ExpireInterval > 0) {
+		errs = append(errs, errors.New("-unsafe-expiry, -unsafe-pay-late, -chaos-expiry-pause and -expire-interval act on reservations: give -window too"))
 	}
 	if err := o.svc.Validate(); err != nil {
 		errs = append(errs, err)

@@ -42,6 +42,11 @@ import (
 //     The lock keeps the sale exact: its fence is in the database.
 //   - restocks: restocks (and reads) mixed into the sale, checked for
 //     linearizability with the purchases.
+//   - reservations: a sale with a payment window, its orders paid,
+//     cancelled and left to lapse, driven by the row's own client and
+//     checked from its end (matrix_life.go); and for redis-counter, a
+//     replica killed between the database's return of cancelled orders'
+//     units and the counter's, which loses them.
 //
 // The fault rows spread the burst over faultWindow, so that buyers keep
 // coming after the fault, and have no repeat buyers.
@@ -54,6 +59,10 @@ const (
 	faultKill
 	faultRestart
 	faultRestock
+	// faultReservations: the reservation rows' sale, without a fault;
+	// faultReturnKill the same with the kill between the two returns.
+	faultReservations
+	faultReturnKill
 )
 
 // designOutcome is what a design row must show.
@@ -74,6 +83,11 @@ const (
 	// and, beyond the counter's sold count, the orders writers held
 	// across the restart; sold == orders and 201s == orders fail.
 	outcomeLosesOrders
+	// outcomeLosesUnits: units the database took back that the counter
+	// never got, reserved for no order; of the reservation rows' checks
+	// only reserved == pending and available + pending + paid == S fail,
+	// by exactly the units the killed replica held.
+	outcomeLosesUnits
 )
 
 // faultWindow spreads the burst of a fault row: buyers keep coming after a
@@ -128,6 +142,12 @@ func designRows() []row {
 			"a restock is a script on the counter, in line with the takes"),
 		d(app.DesignCounterAsync, faultRestock, outcomeHolds, "restocks",
 			"a restock is a script on the counter, in line with the takes"),
+		d(app.DesignConditional, faultReservations, outcomeHolds, "reservations",
+			"each move is the orders' conditional update and a relative one of the row, in one transaction: every unit came back once"),
+		d(app.DesignCounter, faultReservations, outcomeHolds, "reservations",
+			"the database moved each order once, and the counter was told of each move"),
+		d(app.DesignCounter, faultReturnKill, outcomeLosesUnits, "kill -9 between the database's return and Redis's",
+			"the database took back the units of the cancels, the replica died before the counter got them: reserved for no order, lost to the sale"),
 	}
 }
 
@@ -152,6 +172,8 @@ type designEvidence struct {
 	builds, claimed int64
 	// soldAtFault is the sold count just before the fault.
 	soldAtFault int64
+	// life is a reservation row's end (matrix_life.go).
+	life lifeEvidence
 }
 
 // designConfig is the configuration of a design row's replicas.
@@ -193,6 +215,10 @@ func (r row) designSale(o options) loadtest.Config {
 // runDesignRow runs one design row's sale into res: it starts the replicas,
 // injects the fault while the load test sells, and keeps the evidence.
 func runDesignRow(ctx context.Context, o options, rds *redisHandle, logger *slog.Logger, res *result) {
+	if res.design.fault == faultReservations || res.design.fault == faultReturnKill {
+		runLifeRow(ctx, o, rds, logger, res)
+		return
+	}
 	cfg := res.designConfig(o, rds.addr)
 	logger = logger.With("design", res.design.design, "fault", res.fault)
 	var hook *holdHook
@@ -437,6 +463,9 @@ func failedSafety(rep loadtest.Report) []int {
 // "mismatch", with what it saw. A row without its fault shows nothing, and
 // fails the matrix like a mismatch.
 func (r *result) designVerdict() (v, detail string) {
+	if r.design.fault == faultReservations || r.design.fault == faultReturnKill {
+		return r.lifeVerdict()
+	}
 	rep, ev := r.rep, r.dev
 	s := rep.Before.Stock + rep.Before.Sold
 	orders, sold := int64(rep.RunOrders), rep.After.Sold
@@ -506,9 +535,12 @@ func writeDesignLegend(w io.Writer, results []*result) {
 		"Their fault rows spread the burst over %v, without repeat buyers. kill -9: one replica, a process of its own, is\n"+
 		"killed mid-sale; for the counters it pauses between take and write and is killed holding taken items. Redis\n"+
 		"restarted: without persistence, while purchases (or writers) are held between take and write until the counter is\n"+
-		"rebuilt from the database. restocks: reads and a restock per 100 answers mixed in. oversold YES: a safety invariant\n"+
-		"failed, as the verdict says.\n",
-		defaultAsyncSettle, faultWindow)
+		"rebuilt from the database. restocks: reads and a restock per 100 answers mixed in. reservations: a %v payment\n"+
+		"window, the row's own client pays a third of the orders, cancels a third, leaves a third to lapse, then a last wave\n"+
+		"buys what is on sale; the product is checked against its orders (matrix_life.go). kill -9 between the database's\n"+
+		"return and Redis's: the victim pauses there, is sent %d cancels and killed holding them. oversold YES: a safety\n"+
+		"invariant (or a reservation row's check) failed, as the verdict says.\n",
+		defaultAsyncSettle, faultWindow, lifeWindow, victimCancels)
 }
 
 // outcomeText is the outcome a design row must show, in words.
@@ -520,6 +552,8 @@ func (d *designRow) outcomeText() string {
 		return "sold items twice"
 	case outcomeLosesOrders:
 		return "lost orders and sold items twice"
+	case outcomeLosesUnits:
+		return "lost units"
 	}
 	return "held"
 }

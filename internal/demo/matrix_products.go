@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -40,8 +41,10 @@ import (
 //     two writes (the order is in, the stock not yet down), and the kill
 //     leaves those products oversold.
 //
-// The restart and kill rows spread the burst over faultWindow, so that
-// buyers keep coming after the fault, and have no repeat buyers.
+// The restart and kill rows send their buyers at the pace of the burst
+// spread over faultWindow, for faultWindow at least and then until their
+// fault's phases are done (pacedByFault), so that buyers keep coming after
+// the fault however long it takes to come; they have no repeat buyers.
 const matrixProducts = 500
 
 // productsFault is a many-products row's fault other than lease expiry.
@@ -94,7 +97,7 @@ type productsEvidence struct {
 
 // productsSale is a many-products row's sale: the matrix's over
 // matrixProducts products, spread over faultWindow without repeat buyers
-// for a restart or a kill.
+// for a restart or a kill, which runSale paces by its fault.
 func (r row) productsSale(o options) loadtest.Config {
 	sale := o.sale
 	sale.Products, sale.Skew = r.products, loadtest.DefaultSkew
@@ -104,6 +107,27 @@ func (r row) productsSale(o options) loadtest.Config {
 		}
 		sale.RepeatShare = 0
 	}
+	return sale
+}
+
+// pacedByFault makes a fault row's sale, a burst of Buyers spread over
+// BurstWindow, last as long as its fault's phases: the same pace (Buyers
+// every BurstWindow) as a steady rate, until end is closed, faultDeadline
+// at most. The caller closes end once the fault is done and BurstWindow
+// has passed, so that the sale is at least the burst it was. A burst
+// spread over a fixed window would end, on a slow machine, before a fault
+// whose phases need buyers after it (a restart's next holder of a held
+// product): the row would then show no fault. A sale of another shape is
+// left as it is.
+func pacedByFault(sale loadtest.Config, end <-chan struct{}) loadtest.Config {
+	if sale.Buyers == 0 || sale.BurstWindow == 0 {
+		return sale
+	}
+	rate := int(math.Ceil(float64(sale.Buyers) / sale.BurstWindow.Seconds()))
+	sale.Rate, sale.Duration = rate, faultDeadline
+	sale.MaxRequests = int(math.Ceil(float64(rate) * faultDeadline.Seconds()))
+	sale.Buyers, sale.BurstWindow = 0, 0
+	sale.End = end
 	return sale
 }
 
@@ -145,12 +169,20 @@ func runProductsRow(ctx context.Context, o options, rds *redisHandle, logger *sl
 
 	fctx, stopFault := context.WithCancel(ctx)
 	faultDone := make(chan productsEvidence, 1)
+	end := make(chan struct{})
+	window := sale.BurstWindow
+	sale = pacedByFault(sale, end)
+	start := time.Now()
 	go func() {
+		var ev productsEvidence
 		if hook != nil {
-			faultDone <- hook.inject(fctx, rds)
-			return
+			ev = hook.inject(fctx, rds)
+		} else {
+			ev = killHolder(fctx, c)
 		}
-		faultDone <- killHolder(fctx, c)
+		wait(fctx, time.Until(start.Add(window)), nil)
+		close(end)
+		faultDone <- ev
 	}()
 	res.rep, res.err = loadtest.Run(ctx, sale, &res.output)
 	stopFault()
@@ -307,6 +339,7 @@ func productsLegend() string {
 		fmt.Sprintf("restarted: each replica's first %d critical sections are held until Redis has restarted, then until a later holder of a", restartHeld),
 		fmt.Sprintf("held product comes (the lock Redis forgot, taken again). replica killed: one replica, a process of its own (lock TTL %v), pauses in every critical", killTTL),
 		"section and is killed once two of its holders pause there; unfenced, the pause is between the order's insert and the stock's write.",
+		fmt.Sprintf("Both send their buyers at the pace of the burst over %v, for %v at least and until the fault is done, without repeat buyers.", faultWindow, faultWindow),
 	}, "\n")
 }
 

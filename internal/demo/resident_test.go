@@ -72,11 +72,13 @@ const dashboardKind = "seckill:dashboard:<n>"
 // or a kind left for some products only (a lease not released, a queue
 // not emptied), fails it.
 func TestQuietReplicasKeepNoProduct(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts redis-server and sells a few hundred products per design")
 	}
 	for _, d := range benchDesigns {
 		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
 			rds := benchRedis(t)
 			c := benchCluster(t, rds, d.edit)
 			ids, took := createProducts(t, c, residentProducts, 1)

@@ -33,12 +33,14 @@ const clockTTL = 5 * time.Second
 // larger (node 1 issues its clock, now ahead), its claim is newer, and
 // a's write is refused by the fence.
 func TestRedlockClockJump(t *testing.T) {
+	t.Parallel()
 	redlockClockJump(t, false)
 }
 
 // Negative control of scenario 10: the same jump with UNSAFE_NO_FENCE=true
 // oversells.
 func TestRedlockClockJumpControlNoFenceOversells(t *testing.T) {
+	t.Parallel()
 	redlockClockJump(t, true)
 }
 
@@ -64,12 +66,10 @@ func redlockClockJump(t *testing.T, control bool) {
 	h.b = c.replica("b", env)
 	// b, which reaches all three nodes, can win the lock hold after hold
 	// and sell a batch each time, and a may hold it only late in the
-	// sale; the fault then needs b to have buyers still. So the sale is
-	// longer than the others, with more stock than buyers (60/s for 12 s,
-	// or 100/s for 20 s): with 6 s and 200 items, b now and then sold out,
-	// or the sale ended, before b could take the lock after the jump.
-	h.length = pick(12*time.Second, 20*time.Second)
-	h.stock = int64(pick(800, 2100))
+	// sale; the fault then needs b to have buyers and stock still: the
+	// sale lasts as long as the fault, and has more stock than it can
+	// sell.
+	h.stock = plenty(holderRate)
 	h.id = createProduct(t, h.b, int(h.stock))
 	a, b := h.a, h.b
 	key := lockKey(h.id)

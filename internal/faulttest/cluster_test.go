@@ -22,8 +22,9 @@ import (
 	"github.com/seckill-ref/seckill/loadtest"
 )
 
-// longForm is FAULTTEST_LONG=1: bigger sales, longer faults. The default
-// is the short form CI runs with `go test -race ./...`.
+// longForm is FAULTTEST_LONG=1: bigger sales, and each sale a soak that
+// goes on past its fault's phases. The default is the short form CI runs
+// with `go test -race ./...`.
 var longForm = os.Getenv("FAULTTEST_LONG") == "1"
 
 // pick returns short in the default form and long with FAULTTEST_LONG=1.
@@ -34,14 +35,22 @@ func pick[T any](short, long T) T {
 	return short
 }
 
-// faultTimeout bounds a scenario's fault goroutine as a whole; each of its
-// waits has its own, shorter deadline. faultGrace is how long it may go on
-// once the sale is over: long enough to collect evidence of what it did,
-// not to wait for progress that can no longer come.
+// faultTimeout bounds a scenario's fault goroutine as a whole, and so its
+// sale, which lasts as long as the fault's phases (runSale); each of the
+// fault's waits has its own, shorter deadline. Only a real failure reaches
+// it: a slow machine makes the phases slower, and the sale with them.
+// faultGrace is how long the fault may go on once the sale is over (it
+// ended on its own, which it does only at the deadline): long enough to
+// collect evidence of what it did, not to wait for progress that can no
+// longer come.
 const (
 	faultTimeout = 90 * time.Second
 	faultGrace   = 15 * time.Second
 )
+
+// soak is how long a sale lasts at least in the long form, its fault's
+// phases done or not; 0 in the short form, where the sale ends with them.
+var soak = pick(0, 15*time.Second)
 
 // cluster is the shared state of one scenario's replicas: the Redis
 // server(s) of the lock and one database, a SQLite file in the test's temp
@@ -109,10 +118,13 @@ func with(base map[string]string, kv ...string) map[string]string {
 	return out
 }
 
-// saleConfig is a short, bounded sale of an existing product against
-// targets. The load test reads the product and its orders back through
-// the first target, so a replica that a fault kills must not be first.
-func saleConfig(id int64, rate int, d time.Duration, targets ...*replica) loadtest.Config {
+// saleConfig is a sale of an existing product against targets at rate
+// requests a second. It lasts as long as the fault that runSale runs
+// beside it; its Duration (and the requests it allows) only bound a sale
+// whose fault never ends, and the fault's own deadline comes first. The
+// load test reads the product and its orders back through the first
+// target, so a replica that a fault kills must not be first.
+func saleConfig(id int64, rate int, targets ...*replica) loadtest.Config {
 	urls := make([]string, len(targets))
 	for i, r := range targets {
 		urls[i] = r.url
@@ -122,18 +134,23 @@ func saleConfig(id int64, rate int, d time.Duration, targets ...*replica) loadte
 		AdminToken:   adminToken,
 		ProductID:    id,
 		Rate:         rate,
-		Duration:     d,
-		MaxRequests:  int(float64(rate) * d.Seconds()),
+		Duration:     faultTimeout,
+		MaxRequests:  int(float64(rate) * faultTimeout.Seconds()),
 		Timeout:      10 * time.Second,
 		ProgressMode: loadtest.ProgressOff,
 	}
 }
 
-// runSale runs the load test and, in another goroutine, fault; it returns
-// the report once both are done. fault gets a context that ends after
-// faultTimeout, or faultGrace after the sale; if fault fails, the sale is
-// interrupted so that the test ends soon, and the test fails with fault's
-// error. The report text goes to the test log.
+// runSale runs the load test and, in another goroutine, fault, whose
+// return ends the sale: a scenario's phases pace its sale, not a length
+// fixed in advance, so that a slow machine makes the sale longer rather
+// than end it before the phases are done. fault gets a context that ends
+// after faultTimeout, or faultGrace after the sale. When fault returns
+// nil, the attack ends (loadtest.Config.End: the requests in flight are
+// answered, and the sale is verified in full), after soak in the long
+// form; when it fails, the sale is interrupted so that the test ends
+// soon, and the test fails with fault's error. runSale returns the report
+// once both are done; its text goes to the test log.
 func runSale(t *testing.T, cfg loadtest.Config, fault func(ctx context.Context) error) loadtest.Report {
 	t.Helper()
 	saleCtx, cancelSale := context.WithCancel(context.Background())
@@ -148,17 +165,28 @@ func runSale(t *testing.T, cfg loadtest.Config, fault func(ctx context.Context) 
 		rep      loadtest.Report
 		runErr   error
 	)
+	end := make(chan struct{})
+	cfg.End = end
 	// A control's violation gets porcupine's visualization; the test's
 	// directory keeps it out of the shared temporary directory.
 	cfg.Visualization = filepath.Join(t.TempDir(), "linearizability.html")
 	start := time.Now()
-	if fault != nil {
-		wg.Go(func() {
-			if faultErr = fault(faultCtx); faultErr != nil {
-				cancelSale()
+	wg.Go(func() {
+		if faultErr = fault(faultCtx); faultErr != nil {
+			cancelSale()
+			return
+		}
+		if d := time.Until(start.Add(soak)); d > 0 {
+			// The long form's soak: its length is the point.
+			timer := time.NewTimer(d)
+			select {
+			case <-timer.C:
+			case <-faultCtx.Done():
 			}
-		})
-	}
+			timer.Stop()
+		}
+		close(end)
+	})
 	rep, runErr = loadtest.Run(saleCtx, cfg, &out)
 	faultDone := make(chan struct{})
 	go func() {
@@ -185,21 +213,16 @@ func runSale(t *testing.T, cfg loadtest.Config, fault func(ctx context.Context) 
 	return rep
 }
 
-// stockFor is a scenario's stock: short on SQLite, more on PostgreSQL.
-// There every statement is a round trip to another process, so on a
-// loaded machine buyers queue up into bigger batches, and the one batch of
-// the surviving replica during a stall, or of the victim just before a
-// kill, could otherwise sell out what was left, leaving nothing for the
-// fault to be seen on: no write for the fence to refuse, no sale to
-// resume.
-func stockFor(db database, short, pg, long int) int {
-	if longForm {
-		return long
-	}
-	if db == postgres {
-		return pg
-	}
-	return short
+// plenty is a stock that a sale at rate cannot sell out before its
+// deadline (a unit per request it may send), for the scenarios whose
+// fault must find a sale still selling however long its phases take: a
+// sold-out product takes no lock, and leaves nothing for the fault to
+// land in, nor a sale to resume. On PostgreSQL, where every statement is
+// a round trip to another process and buyers queue up into bigger batches
+// on a loaded machine, it also keeps one batch from selling out what is
+// left before the fault can be seen.
+func plenty(rate int) int64 {
+	return int64(float64(rate) * faultTimeout.Seconds())
 }
 
 // warmConns is how many product reads warmUp sends to each replica at
@@ -297,6 +320,22 @@ func assertOversold(t *testing.T, rep loadtest.Report) {
 	}
 }
 
+// midWrites is how far stock + sold may be past S in a control without an
+// update lost: the unfenced sequence inserts the order and then writes the
+// stock, and each purchase between the two counts one item twice. A fault
+// leaves at most two holders of a product's lock at once (the one the lock
+// grants, and the one the fault kept in or split off), so at most two such
+// purchases at a time; only more than that is an oversell, which stays.
+const midWrites = 2
+
+// oversoldNow reports whether p, read during a control's sale of a stock
+// of s, shows an oversell rather than purchases between their two writes,
+// and says what it shows.
+func oversoldNow(p apiclient.Product, s int64) (bool, string) {
+	return p.Stock+p.Sold > s+midWrites,
+		fmt.Sprintf("oversold: stock %d + sold %d > S = %d, by more than the %d purchases that may be between their two writes", p.Stock, p.Sold, s, midWrites)
+}
+
 // assertFencesIncrease checks that orders, in id order, never carry a
 // smaller fencing token than the order before: the orders of one batch
 // share its holder's token, and each later batch was written by a newer
@@ -329,6 +368,26 @@ func waitSold(ctx context.Context, r *replica, id int64, n int64, timeout time.D
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for more than %d orders: %w", n, err)
+	}
+	return nil
+}
+
+// waitSoldOut polls until the product has no stock left, as seen through
+// r: the last phase of a scenario whose sale must complete, which then
+// ends its sale.
+func waitSoldOut(ctx context.Context, r *replica, id int64, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last apiclient.Product
+	err := poll.Until(ctx, 5*time.Millisecond, func() (bool, error) {
+		p, err := r.api().Product(ctx, id)
+		if err == nil {
+			last = p
+		}
+		return err == nil && p.Stock <= 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the sale to sell out (last seen: stock %d, sold %d): %w", last.Stock, last.Sold, err)
 	}
 	return nil
 }

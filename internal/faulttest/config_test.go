@@ -20,6 +20,7 @@ import (
 // hang, never the password. (The package tests of internal/app check each
 // message; this checks the process: its exit, its output, its time.)
 func TestBadRedisConfigExitsWithOneLine(t *testing.T) {
+	t.Parallel()
 	const pw = "hunter22-pw"
 	s := redistest.StartSentinel(t, "seckill", redistest.SentinelOptions{})
 	down := redistest.Start(t)

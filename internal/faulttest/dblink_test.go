@@ -24,6 +24,7 @@ import (
 // scenario 5 shows for a slow critical section; there is then nothing for
 // the fence to refuse, and the control could not oversell.
 func TestDatabaseLinkSlowPastLeasePostgres(t *testing.T) {
+	t.Parallel()
 	dbLinkSlow(t, false)
 }
 
@@ -31,6 +32,7 @@ func TestDatabaseLinkSlowPastLeasePostgres(t *testing.T) {
 // UNSAFE_NO_FENCE=true. a's write-back of the stock it read, delayed past
 // b's sales, oversells.
 func TestDatabaseLinkSlowControlNoFenceOversellsPostgres(t *testing.T) {
+	t.Parallel()
 	dbLinkSlow(t, true)
 }
 
@@ -51,7 +53,7 @@ func dbLinkSlow(t *testing.T, control bool) {
 	h := &holderSale{c: c, control: control}
 	h.a = c.replica("a", with(env, "DATABASE", u.String(), "CHAOS_PAUSE", "300ms"))
 	h.b = c.replica("b", env)
-	h.stock = int64(pick(150, 400))
+	h.stock = plenty(holderRate)
 	h.id = createProduct(t, h.b, int(h.stock))
 	a, b := h.a, h.b
 	redisAddr := c.redis[0].Addr()

@@ -7,18 +7,21 @@
 // TestMain builds the seckill binary once (without -race, so the replicas
 // run at normal speed while the test binary itself may run under the race
 // detector). Each test starts its own redis-server processes
-// (internal/testinfra/redistest) and 2 or 3 `seckill serve` replicas on free
-// 127.0.0.1 ports, sharing one database, each with its own log file; it
-// waits for /readyz by polling. The database is a SQLite file in the
+// (internal/testinfra/redistest) and 2 or 3 `seckill serve` replicas on
+// free 127.0.0.1 ports, sharing one database, each with its own log file;
+// it waits for /readyz by polling. The database is a SQLite file in the
 // test's temp directory or, in the scenarios whose names end in Postgres,
 // a database of the test's own (DATABASE=postgres://...) on one PostgreSQL
-// server that the suite starts (internal/testinfra/pgtest); there the test reads the
-// product through every replica at once before the sale, so that their
-// connections to the server are open when it starts. Every process is stopped by PID when the test ends,
-// pass or fail (SIGCONT first, for one a scenario left stopped); the tail
-// of each replica's log is printed when a test fails. A missing
-// redis-server or PostgreSQL fails the run with a message: a suite that
-// skips itself proves nothing.
+// server that the suite starts (internal/testinfra/pgtest); there the test
+// reads the product through every replica at once before the sale, so
+// that their connections to the server are open when it starts. The
+// binary and that server are all the tests share, so they run in parallel
+// (t.Parallel): most of a scenario is waiting (for a lease to run out, a
+// failover, its sale), and they overlap well. Every process is stopped by
+// PID when the test ends, pass or fail (SIGCONT first, for one a scenario
+// left stopped); the tail of each replica's log is printed when a test
+// fails. A missing redis-server or PostgreSQL fails the run with a
+// message: a suite that skips itself proves nothing.
 //
 // A test binary killed before its clean-up (go test's -timeout, a CI
 // runner, a second Ctrl-C) takes its processes with it: they are started
@@ -183,15 +186,23 @@
 // dead connections roll back what they had not committed, the woken
 // holder's fenced write matches no row once a newer holder has claimed,
 // and without the fence the row locks and transactions do not stop its
-// stale write-back from overselling. Those sales have more items (80
-// instead of 40 for the kill, 150 instead of 60 for the stall and the
-// restart) at the same rate and length: every statement is a round trip to
-// another process, buyers queue up into bigger batches on a loaded
-// machine, and one batch could otherwise sell out what was left before the
-// fault could be seen (no write left for the fence to refuse, no sale left
-// to resume).
+// stale write-back from overselling. The kill's sale there has more items
+// (200 instead of 100) at the same rate: every statement is a round trip
+// to another process, and the survivors could otherwise sell out what was
+// left before the kill, leaving no sale to resume.
+//
+// A scenario's sale lasts as long as its fault's phases, not a time fixed
+// in advance: the sale is paced (a steady rate of buyers), and it ends
+// (loadtest.Config.End) when the fault has done its last phase, which for
+// the scenarios whose sale must complete is its selling out. A slow or
+// loaded machine makes the phases, and so the sale, longer; it does not
+// end the sale before they are done. The sales whose fault must find
+// buyers and stock however long its phases take have more stock than
+// they can sell before the deadline (faultTimeout), which only a real
+// failure reaches.
 //
 // The default is the short form that CI runs within `go test -race ./...`:
-// sales of a few seconds and a few dozen items. FAULTTEST_LONG=1 makes the
-// sales bigger and longer.
+// sales as long as their faults, at rates of a few dozen requests a
+// second. FAULTTEST_LONG=1 makes the sales bigger, and each a soak that
+// lasts 15 s at least, its fault's phases done or not.
 package faulttest

@@ -29,10 +29,10 @@ type holderSale struct {
 	stock   int64
 	control bool
 	notes   []string
-	// length is the sale's; 0: the default, 6 s (15 s with
-	// FAULTTEST_LONG=1).
-	length time.Duration
 }
+
+// holderRate is the holder scenarios' request rate.
+var holderRate = pick(60, 100)
 
 func newHolderSale(t *testing.T, db database, ttl time.Duration, control bool) *holderSale {
 	t.Helper()
@@ -44,15 +44,16 @@ func newHolderSale(t *testing.T, db database, ttl time.Duration, control bool) *
 	h := &holderSale{c: c, control: control}
 	h.a = c.replica("a", with(env, "CHAOS_PAUSE", "300ms"))
 	h.b = c.replica("b", env)
-	stock := stockFor(db, 60, 150, 200)
-	h.id, h.stock = createProduct(t, h.b, stock), int64(stock)
+	h.stock = plenty(holderRate)
+	h.id = createProduct(t, h.b, int(h.stock))
 	return h
 }
 
 // run runs the sale and, during it, the fault: up to maxFaultAttempts
 // times, it waits until a holds the lock (before is a's metrics then) and
 // calls once, which reports done when it caught a inside its critical
-// section. The attempts' notes are logged after the sale.
+// section. The sale ends with the fault. The attempts' notes are logged
+// after the sale.
 func (h *holderSale) run(once func(ctx context.Context, before metrics) (done bool, note string, err error)) loadtest.Report {
 	fault := func(ctx context.Context) error {
 		for attempt := 1; attempt <= maxFaultAttempts; attempt++ {
@@ -70,10 +71,6 @@ func (h *holderSale) run(once func(ctx context.Context, before metrics) (done bo
 		}
 		return fmt.Errorf("fault not injected: %d attempts, none caught %s inside its critical section: %v", maxFaultAttempts, h.a.name, h.notes)
 	}
-	length := h.length
-	if length == 0 {
-		length = pick(6*time.Second, 15*time.Second)
-	}
-	cfg := saleConfig(h.id, pick(60, 100), length, h.b, h.a)
+	cfg := saleConfig(h.id, holderRate, h.b, h.a)
 	return h.c.sale(cfg, h.control, fault, &h.notes)
 }

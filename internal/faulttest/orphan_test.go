@@ -37,18 +37,27 @@ const (
 
 // TestKilledTestLeavesNoChildren: after the test process is killed, its
 // redis-server and its replica are gone (procutil's default guard).
-func TestKilledTestLeavesNoChildren(t *testing.T) { orphans(t, procutil.DefaultGuard) }
+func TestKilledTestLeavesNoChildren(t *testing.T) {
+	t.Parallel()
+	orphans(t, procutil.DefaultGuard)
+}
 
 // TestKilledTestLifelineLeavesNoChildren: the same with the lifeline as
 // the only guard (on Linux, no parent-death signal): each child's watcher
 // kills it once the test process is gone, and then exits. This is the
 // mechanism macOS relies on, checked wherever the suite runs.
-func TestKilledTestLifelineLeavesNoChildren(t *testing.T) { orphans(t, procutil.LifelineGuard) }
+func TestKilledTestLifelineLeavesNoChildren(t *testing.T) {
+	t.Parallel()
+	orphans(t, procutil.LifelineGuard)
+}
 
 // TestKilledTestControlNoGuardLeavesChildren: the same with no guard; both
 // children outlive the killed test process, which shows that the checks
 // above would see them. The test then kills them itself, by PID.
-func TestKilledTestControlNoGuardLeavesChildren(t *testing.T) { orphans(t, procutil.NoGuard) }
+func TestKilledTestControlNoGuardLeavesChildren(t *testing.T) {
+	t.Parallel()
+	orphans(t, procutil.NoGuard)
+}
 
 // grandchild is one process the child test started, identified by PID and
 // start time, so that a recycled PID is never mistaken for it.
@@ -187,6 +196,7 @@ func orphans(t *testing.T, g procutil.Guard) {
 // redis-server and a replica, writes their PIDs to the file its parent
 // named, and buys until it is killed. It does nothing in a normal run.
 func TestOrphanScenarioChild(t *testing.T) {
+	t.Parallel()
 	pidFile := os.Getenv(orphanChildEnv)
 	if pidFile == "" {
 		t.Skip("the child process of TestKilledTest*; runs only when started by it")

@@ -46,6 +46,7 @@ import (
 // has no replica), so the failover forgets no lock. Both are checked. In
 // both runs the fence refuses a's late write, and nothing is oversold.
 func TestSentinelFailoverMidSale(t *testing.T) {
+	t.Parallel()
 	var results []failoverResult
 	for _, wait := range []int{0, 1} {
 		t.Run("LOCK_WAIT_REPLICAS="+strconv.Itoa(wait), func(t *testing.T) {
@@ -64,6 +65,7 @@ func TestSentinelFailoverMidSale(t *testing.T) {
 // UNSAFE_NO_FENCE=true oversells. a read the stock before the cut and
 // writes it back, minus one, after b's sales.
 func TestSentinelFailoverControlNoFenceOversells(t *testing.T) {
+	t.Parallel()
 	sentinelFailover(t, 0, true)
 }
 
@@ -140,11 +142,12 @@ func failoverOnce(t *testing.T, wait int, control bool, res *failoverResult) boo
 	a := startReplica(t, "a", with(env, "CHAOS_PAUSE", "300ms"))
 	b := startReplica(t, "b", env)
 
-	// More than the sale can sell before the failover: b sells the
-	// requests queued behind a's lock at once when the lease runs out,
-	// and the sale must still have stock to resume with.
-	stock := pick(150, 400)
-	id := createProduct(t, b, stock)
+	// More than the sale can sell: b sells the requests queued behind a's
+	// lock at once when the lease runs out, and the sale must still have
+	// stock to resume with after the failover, however long that takes.
+	rate := pick(60, 100)
+	stock := plenty(rate)
+	id := createProduct(t, b, int(stock))
 
 	var o observed
 	var evidence string
@@ -164,10 +167,10 @@ func failoverOnce(t *testing.T, wait int, control bool, res *failoverResult) boo
 		if err != nil {
 			return err
 		}
-		evidence, err = waitEvidence(ctx, a, b, id, int64(stock), before, control)
+		evidence, err = waitEvidence(ctx, a, b, id, stock, before, control)
 		return err
 	}
-	cfg := saleConfig(id, pick(60, 100), pick(6*time.Second, 15*time.Second), b, a)
+	cfg := saleConfig(id, rate, b, a)
 	cfg.ExpectOversell = control
 	rep := runSale(t, cfg, fault)
 	t.Logf("attempt %d: %s; %s", res.attempts, strings.Join(o.notes, "; "), orNone(evidence))

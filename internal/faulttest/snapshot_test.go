@@ -27,6 +27,7 @@ import (
 // would block the product for the rest of its lease, which is another
 // effect of a stale snapshot, not the one measured here.
 func TestRedisStaleSnapshotRestartMidSale(t *testing.T) {
+	t.Parallel()
 	staleSnapshot(t, false)
 }
 
@@ -34,13 +35,14 @@ func TestRedisStaleSnapshotRestartMidSale(t *testing.T) {
 // UNSAFE_COUNTER_TOKENS=true (last token + 1) stalls: the fence refuses
 // the purchases after the restart, at least staleSnapshotStall of them.
 func TestRedisStaleSnapshotControlCounterTokensStall(t *testing.T) {
+	t.Parallel()
 	staleSnapshot(t, true)
 }
 
 const (
-	// missedOrders is how many orders the snapshot misses at least: the
-	// acquisitions between the SAVE and the restart, which the counter
-	// rule issues again.
+	// missedOrders is how many orders, and lock holds, the snapshot
+	// misses at least: the holds between the SAVE and the restart took
+	// tokens that the counter rule issues again.
 	missedOrders = 20
 	// staleSnapshotStall is the fence rejections after the restart that
 	// make a stall: the control must reach it, the scenario stay at or
@@ -60,8 +62,8 @@ func staleSnapshot(t *testing.T, control bool) {
 	b := c.replica("b", env)
 	replicas := []*replica{a, b}
 
-	stock := pick(150, 400)
-	id := createProduct(t, b, stock)
+	rate := pick(60, 100)
+	id := createProduct(t, b, int(plenty(rate)))
 	srv := c.redis[0]
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	defer admin.Close()
@@ -83,14 +85,24 @@ func staleSnapshot(t *testing.T, control bool) {
 			return fmt.Errorf("read the fence counter after SAVE: %w", err)
 		}
 		soldAtSave, _ := sold(ctx, b, id)
+		// Read after the SAVE: the lock holds since then are at least
+		// those counted from here.
+		atSaveMetrics, err := sumMetrics(ctx, replicas)
+		if err != nil {
+			return err
+		}
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		err = poll.Until(wctx, 5*time.Millisecond, func() (bool, error) {
 			s, ok := sold(wctx, b, id)
-			return ok && s >= soldAtSave+missedOrders && time.Since(savedAt) > ttl, nil
+			if !ok || s < soldAtSave+missedOrders || time.Since(savedAt) <= ttl {
+				return false, nil
+			}
+			m, err := sumMetrics(wctx, replicas)
+			return err == nil && m.acquisitions()-atSaveMetrics.acquisitions() >= missedOrders, nil
 		})
 		if err != nil {
-			return fmt.Errorf("waiting for %d orders and a lease after the SAVE: %w", missedOrders, err)
+			return fmt.Errorf("waiting for %d orders and lock holds, and a lease, after the SAVE: %w", missedOrders, err)
 		}
 		atRestart, err := admin.Get(ctx, fence).Int64()
 		if err != nil {
@@ -107,14 +119,37 @@ func staleSnapshot(t *testing.T, control bool) {
 		if atSave >= atRestart {
 			return fmt.Errorf("fault not injected: the snapshot's fence counter (at most %d) is not older than the last token issued before the restart (%d)", atSave, atRestart)
 		}
-		if err := waitSold(ctx, b, id, soldAtRestart+5, 30*time.Second); err != nil {
-			return fmt.Errorf("after the restart: %w", err)
+		// The sale after the restart, until it shows what it must: in the
+		// control, the stall (staleSnapshotStall claims refused); otherwise
+		// enough lock holds to tell a sale that resumes at once from one
+		// that stalls (as many as the control's stall, and one per replica
+		// more), and five more orders. Orders alone would not do: a batch
+		// that claimed before the restart may write its orders after it.
+		actx, cancelAfter := context.WithTimeout(ctx, 30*time.Second)
+		defer cancelAfter()
+		var since metrics
+		err = poll.Until(actx, 5*time.Millisecond, func() (bool, error) {
+			m, err := sumMetrics(actx, replicas)
+			if err != nil {
+				return false, nil
+			}
+			since = m
+			if control {
+				return m[mFenceClaim]-before[mFenceClaim] >= staleSnapshotStall, nil
+			}
+			s, ok := sold(actx, b, id)
+			return ok && s >= soldAtRestart+5 && m.acquisitions()-before.acquisitions() >= staleSnapshotStall+float64(len(replicas)), nil
+		})
+		if err != nil {
+			return fmt.Errorf("after the restart (%v lock holds, %v claims refused since): %w",
+				since.acquisitions()-before.acquisitions(), since[mFenceClaim]-before[mFenceClaim], err)
 		}
-		note = fmt.Sprintf("SAVE with %d sold and the counter at %d; restart %v later with %d sold and the counter at %d; 5 more orders %v after the restart",
-			soldAtSave, atSave, restarted.Sub(savedAt).Round(time.Millisecond), soldAtRestart, atRestart, time.Since(restarted).Round(time.Millisecond))
+		note = fmt.Sprintf("SAVE with %d sold and the counter at %d; restart %v later with %d sold and the counter at %d; %v lock holds and %v claims refused in the %v after the restart",
+			soldAtSave, atSave, restarted.Sub(savedAt).Round(time.Millisecond), soldAtRestart, atRestart,
+			since.acquisitions()-before.acquisitions(), since[mFenceClaim]-before[mFenceClaim], time.Since(restarted).Round(time.Millisecond))
 		return nil
 	}
-	cfg := saleConfig(id, pick(60, 100), pick(8*time.Second, 15*time.Second), b, a)
+	cfg := saleConfig(id, rate, b, a)
 	rep := c.sale(cfg, false, fault, nil)
 	t.Log(note)
 

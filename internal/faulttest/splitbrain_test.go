@@ -52,6 +52,7 @@ import (
 // the sentinels on their way to the old master. Without all of that it
 // fails as "fault not injected".
 func TestSentinelSplitBrain(t *testing.T) {
+	t.Parallel()
 	splitBrainScenario(t, false)
 }
 
@@ -59,6 +60,7 @@ func TestSentinelSplitBrain(t *testing.T) {
 // UNSAFE_NO_FENCE=true oversells. a and b each read the stock and write
 // it back, one on each master's lock.
 func TestSentinelSplitBrainControlNoFenceOversells(t *testing.T) {
+	t.Parallel()
 	splitBrainScenario(t, true)
 }
 
@@ -335,8 +337,9 @@ func splitBrainScenario(t *testing.T, control bool) {
 	b := c.replica("b", with(env, "CHAOS_PAUSE", "100ms"))
 	sb.names.Set(b.pid(), "b")
 	// Stock the sale cannot sell out: a must still sell after the heal.
-	stock := pick(1000, 3000)
-	id := createProduct(t, b, stock)
+	rate := pick(40, 60)
+	stock := plenty(rate)
+	id := createProduct(t, b, int(stock))
 	key := lockKey(id)
 	mc := redis.NewClient(&redis.Options{Addr: sb.master.Addr(), MaxRetries: -1})
 	defer mc.Close()
@@ -423,11 +426,14 @@ func splitBrainScenario(t *testing.T, control bool) {
 		err = poll.Until(wctx, 20*time.Millisecond, func() (bool, error) {
 			if control {
 				p, err := b.api().Product(wctx, id)
-				if err != nil || p.Stock+p.Sold <= int64(stock) {
+				if err != nil {
 					return false, nil
 				}
-				run.evidence = fmt.Sprintf("oversold: stock %d + sold %d > S = %d", p.Stock, p.Sold, stock)
-				return true, nil
+				ok, what := oversoldNow(p, stock)
+				if ok {
+					run.evidence = what
+				}
+				return ok, nil
 			}
 			sa, errA := scrape(wctx, a)
 			sbm, errB := scrape(wctx, b)
@@ -470,7 +476,7 @@ func splitBrainScenario(t *testing.T, control bool) {
 		note("%v after the heal the sentinels had made the old master the new one's replica, and %s sold again", run.demoted.Round(time.Millisecond), a.name)
 		return nil
 	}
-	cfg := saleConfig(id, pick(40, 60), pick(20*time.Second, 40*time.Second), b, a)
+	cfg := saleConfig(id, rate, b, a)
 	rep := c.sale(cfg, control, fault, &notes)
 
 	ma, mb := mustScrape(t, a), mustScrape(t, b)

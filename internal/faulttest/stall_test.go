@@ -15,6 +15,7 @@ import (
 // replica's sales: the fence must refuse that write. Its fence rejections
 // must be > 0, or the scenario did not test anything.
 func TestSIGSTOPHolderPastLease(t *testing.T) {
+	t.Parallel()
 	stallHolder(t, sqlite, false)
 }
 
@@ -22,6 +23,7 @@ func TestSIGSTOPHolderPastLease(t *testing.T) {
 // The stalled replica's write goes through and oversells: the lease
 // alone cannot stop a holder that was paused.
 func TestSIGSTOPHolderControlNoFenceOversells(t *testing.T) {
+	t.Parallel()
 	stallHolder(t, sqlite, true)
 }
 
@@ -29,12 +31,14 @@ func TestSIGSTOPHolderControlNoFenceOversells(t *testing.T) {
 // COMMITTED against a row the other replica's claim has moved on, and must
 // be refused all the same.
 func TestSIGSTOPHolderPastLeasePostgres(t *testing.T) {
+	t.Parallel()
 	stallHolder(t, postgres, false)
 }
 
 // Its control on PostgreSQL: without the fence, the database's row locks
 // and transactions do not stop the woken holder's stale write-back.
 func TestSIGSTOPHolderControlNoFenceOversellsPostgres(t *testing.T) {
+	t.Parallel()
 	stallHolder(t, postgres, true)
 }
 

@@ -11,7 +11,7 @@
 //     from the database, orders taken and not yet written, orders a
 //     writer wrote or took over;
 //   - RequestDone, for the HTTP API's middleware: requests by route and
-//     status.
+//     status; KeyClaimed, for its idempotency keys: replays and conflicts.
 //
 // Every Metrics has a registry of its own, not the library's global one:
 // several replicas run in one process (the demo, the tests), and each must
@@ -67,6 +67,7 @@ type Metrics struct {
 	purchaseSeconds *prometheus.HistogramVec // by outcome
 	fenceRejections *prometheus.CounterVec   // by stage
 	batchSize       prometheus.Histogram
+	ordersClosed    *prometheus.CounterVec // by state
 
 	acquisitions    *prometheus.CounterVec // by contended
 	waitSeconds     prometheus.Histogram   // successful acquisitions only
@@ -79,10 +80,13 @@ type Metrics struct {
 
 	chaosPaused prometheus.Gauge
 
-	counterBuilds prometheus.Counter
-	ordersPending prometheus.Gauge
-	ordersWritten prometheus.Counter
-	ordersClaimed prometheus.Counter
+	counterBuilds  prometheus.Counter
+	ordersPending  prometheus.Gauge
+	unitsReturning prometheus.Gauge
+	ordersWritten  prometheus.Counter
+	ordersClaimed  prometheus.Counter
+
+	keyClaims *prometheus.CounterVec // by result
 
 	httpRequests *prometheus.CounterVec   // by method, route, status
 	httpSeconds  *prometheus.HistogramVec // by method, route
@@ -102,6 +106,8 @@ func New() *Metrics {
 	m.fenceRejections = m.counterVec("seckill_fence_rejections_total",
 		"Writes refused because a newer lock holder had claimed the product's fence (a stalled holder's late write), by stage.", "stage")
 	m.batchSize = m.histogram("seckill_purchase_batch_size", "Purchases served per lock hold (group commit).", BatchBuckets)
+	m.ordersClosed = m.counterVec("seckill_orders_closed_total",
+		"Reservations (orders with a payment window) that left pending, by the state they went to: paid, cancelled, expired.", "state")
 
 	m.acquisitions = m.counterVec("seckill_lock_acquisitions_total",
 		"Lock acquisitions, by whether the first attempt found the lock taken.", "contended")
@@ -124,9 +130,16 @@ func New() *Metrics {
 	m.ordersPending = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_orders_pending",
 		Help: "Items this replica has taken in Redis whose orders it has not yet written (counter designs): what would be lost with it."})
 	m.reg.MustRegister(m.ordersPending)
+	m.unitsReturning = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_units_returning",
+		Help: "Units of cancelled or expired orders that the database has taken back and this replica has not yet given back to the Redis counter (redis-counter): what would be lost with it."})
+	m.reg.MustRegister(m.unitsReturning)
 	m.ordersWritten = m.counter("seckill_orders_written_total", "Queued orders this replica's writer inserted (redis-counter-async).")
 	m.ordersClaimed = m.counter("seckill_orders_claimed_total",
 		"Queued orders this replica's writer took over from a writer that had not written them (redis-counter-async).")
+
+	m.keyClaims = m.counterVec("seckill_idempotency_claims_total",
+		"Requests with an Idempotency-Key, by what the claim of the key found: claimed (new), taken_over (from an attempt lost in flight), replay (answered again), in_flight (409 request_in_progress), reused (422 idempotency_key_reused).",
+		"result")
 
 	m.httpRequests = m.counterVec("seckill_http_requests_total",
 		`HTTP requests by method, route (the route's pattern, such as /api/v1/products/:id/purchase; "unmatched" for unknown paths) and status.`,
@@ -137,6 +150,12 @@ func New() *Metrics {
 	for _, o := range seckill.Outcomes {
 		m.purchases.WithLabelValues(string(o))
 		m.purchaseSeconds.WithLabelValues(string(o))
+	}
+	for _, st := range []seckill.OrderState{seckill.OrderPaid, seckill.OrderCancelled, seckill.OrderExpired} {
+		m.ordersClosed.WithLabelValues(string(st))
+	}
+	for _, st := range seckill.KeyStates {
+		m.keyClaims.WithLabelValues(st.String())
 	}
 	m.fenceRejections.WithLabelValues(string(seckill.FenceClaim))
 	m.fenceRejections.WithLabelValues(string(seckill.FenceWrite))
@@ -194,6 +213,11 @@ func (m *Metrics) FenceRejected(stage seckill.FenceStage) {
 // BatchDone observes a batch's size (seckill.Recorder).
 func (m *Metrics) BatchDone(size int) { m.batchSize.Observe(float64(size)) }
 
+// OrdersClosed counts orders that left pending (seckill.Recorder).
+func (m *Metrics) OrdersClosed(state seckill.OrderState, n int) {
+	m.ordersClosed.WithLabelValues(string(state)).Add(float64(n))
+}
+
 // Acquired counts an acquisition and its wait (lock.Observer).
 func (m *Metrics) Acquired(_ string, wait time.Duration, contended bool) {
 	label := "false"
@@ -233,11 +257,21 @@ func (m *Metrics) CounterBuilt(int64) { m.counterBuilds.Inc() }
 // (seckill.CounterRecorder).
 func (m *Metrics) OrdersPending(n int) { m.ordersPending.Add(float64(n)) }
 
+// UnitsReturning moves the gauge of units the database took back and the
+// counter has not yet been given (seckill.CounterRecorder).
+func (m *Metrics) UnitsReturning(n int) { m.unitsReturning.Add(float64(n)) }
+
 // OrdersWritten counts orders a writer inserted (seckill.CounterRecorder).
 func (m *Metrics) OrdersWritten(n int) { m.ordersWritten.Add(float64(n)) }
 
 // OrdersClaimed counts orders a writer took over (seckill.CounterRecorder).
 func (m *Metrics) OrdersClaimed(n int) { m.ordersClaimed.Add(float64(n)) }
+
+// KeyClaimed counts a claim of an idempotency key by what it found
+// (handlers.IdempotencyObserver).
+func (m *Metrics) KeyClaimed(state seckill.KeyState) {
+	m.keyClaims.WithLabelValues(state.String()).Inc()
+}
 
 // RequestDone counts an HTTP request (handlers.RequestObserver). route is
 // the route's pattern, "" when no route matched: labelling by pattern, not

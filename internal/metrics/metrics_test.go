@@ -102,6 +102,9 @@ func TestMetricsPage(t *testing.T) {
 	m.RequestDone("POST", "/api/v1/products/:id/purchase", 201, 3*time.Millisecond)
 	m.RequestDone("POST", "/api/v1/products/:id/purchase", 409, time.Millisecond)
 	m.RequestDone("BREW", "", 404, time.Millisecond)
+	m.KeyClaimed(seckill.KeyReplay)
+	m.KeyClaimed(seckill.KeyReplay)
+	m.KeyClaimed(seckill.KeyInFlight)
 
 	fams := scrape(t, m)
 
@@ -124,6 +127,9 @@ func TestMetricsPage(t *testing.T) {
 		{"seckill_http_requests_total", []string{"method", "POST", "route", "/api/v1/products/:id/purchase", "status", "201"}, 1},
 		{"seckill_http_requests_total", []string{"method", "POST", "route", "/api/v1/products/:id/purchase", "status", "409"}, 1},
 		{"seckill_http_requests_total", []string{"method", "other", "route", "unmatched", "status", "404"}, 1},
+		{"seckill_idempotency_claims_total", []string{"result", "replay"}, 2},
+		{"seckill_idempotency_claims_total", []string{"result", "in_flight"}, 1},
+		{"seckill_idempotency_claims_total", []string{"result", "reused"}, 0}, // present at zero
 	}
 	for _, c := range counters {
 		f := family(t, fams, c.name, dto.MetricType_COUNTER)

@@ -212,9 +212,10 @@ func (s *Service) serveRound(ctx context.Context, holds []*holdCall) []holdResul
 // serveBatches is steps 4 to 6 for every batch of a round: claim each
 // product's fence, read the products and which buyers already have an
 // order, decide each purchase in order, and write every product's orders
-// with its new stock in one transaction. A refused claim or write fails
-// its product's batch, and any other failure every batch: nothing of a
-// failed batch is written.
+// with its new stock in one transaction. A refused claim or write, or a
+// failure of one product's write, fails its product's batch alone; a
+// failure of a whole call fails every batch as busy: nothing of a failed
+// batch is written, and no buyer gets a final answer it did not earn.
 func (s *Service) serveBatches(ctx context.Context, batches []*productBatch) {
 	var claims []Claim
 	var claiming []*productBatch
@@ -243,7 +244,7 @@ func (s *Service) serveBatches(ctx context.Context, batches []*productBatch) {
 	claimed, err := s.store.ClaimAndReadAll(ctx, claims)
 	if err != nil {
 		for _, b := range claiming {
-			fail(b, err)
+			fail(b, retryable(err))
 		}
 		return
 	}
@@ -268,7 +269,7 @@ func (s *Service) serveBatches(ctx context.Context, batches []*productBatch) {
 			}
 			bought[c.userID] = true
 			stock--
-			o := &Order{ProductID: productID, UserID: c.userID, Fence: token, CreatedAt: now}
+			o := s.newOrder(productID, c.userID, token, now)
 			b.results[j].order = o
 			orders = append(orders, o)
 		}
@@ -287,11 +288,30 @@ func (s *Service) serveBatches(ctx context.Context, batches []*productBatch) {
 	for i, b := range placing {
 		switch {
 		case err != nil:
-			fail(b, err)
-		case refused[i] != nil:
+			fail(b, retryable(err))
+		case errors.Is(refused[i], ErrFenceRejected):
 			fail(b, s.fenced(FenceWrite, refused[i]))
+		case refused[i] != nil:
+			// The product's own failure, such as an order of one of its
+			// buyers that another writer of the database inserted since
+			// the read: its batch alone wrote nothing.
+			fail(b, retryable(refused[i]))
 		}
 	}
+}
+
+// retryable is the answer to the buyers of a batch that a failure not of
+// their making left undecided: a failed call of the whole round, or a
+// duplicate order inserted by another writer among the batch's buyers.
+// Nothing of the batch was written, so each may retry, and a retry decides
+// again from what is then in the database (where a buyer who does have an
+// order hears so). It matches ErrBusy and none of the rules' errors: a
+// failure that is no answer about a buyer must not read as a final one.
+func retryable(err error) error {
+	if errors.Is(err, ErrBusy) {
+		return err
+	}
+	return fmt.Errorf("%w: nothing of the batch was written: %v", ErrBusy, err)
 }
 
 // releaseAll gives every lock of holds up, also when the round's context

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,6 +226,65 @@ func TestRoundRefusesOneProductsStaleWriteAlone(t *testing.T) {
 		}
 		if rec.fence(seckill.FenceWrite) != 1 || rec.outcome(seckill.OutcomeFenceRejected) != 1 {
 			t.Errorf("recorded %v and %v, want one write-stage rejection", rec.fences, rec.outcomes)
+		}
+	})
+}
+
+// In a round of many products, another writer of the database (one
+// without the lock and the fence: another design, a hand-made insert)
+// inserts an order of one product's buyer after the round read: the unique
+// index refuses that product's orders. That product's buyer is answered
+// busy, a retryable answer, not already_purchased for an order the round
+// did not make; every other product of the round is sold. The buyer's
+// retry then hears the truth.
+func TestRoundFailsOnlyTheProductWithADuplicate(t *testing.T) {
+	pgtest.EachDB(t, func(t *testing.T, db string) {
+		e := newEnvOn(t, db)
+		st := e.store()
+		rs := newRoundStore(st)
+		var fill []*seckill.Product // products whose rounds are held first
+		for range seckill.CommitRounds {
+			fill = append(fill, e.product(st, 5))
+		}
+		var round []*seckill.Product // the products of the round with the duplicate
+		for range 10 {
+			round = append(round, e.product(st, 5))
+		}
+		a := round[4]
+		var inserted atomic.Bool
+		other := func(ctx context.Context, products []int64) {
+			if slices.Contains(products, a.ID) && inserted.CompareAndSwap(false, true) {
+				o := &seckill.Order{ProductID: a.ID, UserID: fmt.Sprintf("buyer-of-%d", a.ID), CreatedAt: time.Now().UTC()}
+				if err := st.InsertOrder(ctx, o); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		svc := seckill.NewService(e.locker(lock.Options{}), rs, seckill.Options{BatchMax: 16, Chaos: other})
+		out := rounds(t, svc, rs, append(fill, round...))
+		if !inserted.Load() {
+			t.Fatal("fault not injected: no round placed product a's orders")
+		}
+		ctx := context.Background()
+		for _, p := range append(fill, round...) {
+			if p == a {
+				continue
+			}
+			if out[p.ID] != nil {
+				t.Errorf("product %d, beside the duplicate: %v, want it sold", p.ID, out[p.ID])
+			}
+			if got, _ := st.Product(ctx, p.ID); got.Stock != 4 || got.Sold != 1 {
+				t.Errorf("product %d: stock %d, sold %d; want 4 and 1", p.ID, got.Stock, got.Sold)
+			}
+		}
+		if err := out[a.ID]; !errors.Is(err, seckill.ErrBusy) || errors.Is(err, seckill.ErrAlreadyPurchased) {
+			t.Fatalf("product a, with the duplicate: got %v, want busy (retryable) and not already purchased", err)
+		}
+		if got, _ := st.Product(ctx, a.ID); got.Stock != 5 || got.Sold != 1 {
+			t.Errorf("a: stock %d, sold %d; want 5 and the other writer's 1: nothing of the round's batch written", got.Stock, got.Sold)
+		}
+		if _, err := svc.Purchase(ctx, a.ID, fmt.Sprintf("buyer-of-%d", a.ID)); !errors.Is(err, seckill.ErrAlreadyPurchased) {
+			t.Errorf("a's buyer, retrying: got %v, want ErrAlreadyPurchased (the other writer's order)", err)
 		}
 	})
 }

@@ -18,16 +18,17 @@ import (
 //
 // # Where the counter comes from
 //
-// A product's counter is its stock, its sold count, a generation (moved on
-// by every restock) and an epoch (new with every build), in one Redis
-// hash, beside the set of its buyers. The database keeps the
-// supply (Supply): the stock and sold count as of the product's creation
-// or its last restock, and the orders. The counter is built from it
-// whenever Redis does not have it, by the first purchase, read or restock
-// that finds it missing:
+// A product's counter is its stock, its reserved and sold counts, a
+// generation (moved on by every restock) and an epoch (new with every
+// build), in one Redis hash, beside the set of its buyers. The database
+// keeps the supply (Supply): the stock, reserved and sold counts as of the
+// product's creation or its last restock, and the orders. The counter is
+// built from it whenever Redis does not have it, by the first purchase,
+// read or restock that finds it missing:
 //
-//	sold  = the orders in the database
-//	stock = recorded stock + recorded sold - sold
+//	reserved = the pending orders in the database
+//	sold     = the paid orders
+//	stock    = recorded stock + recorded reserved + recorded sold - reserved - sold
 //
 // So a new product's counter is its stock, built on first use; and a Redis
 // that lost the counter (a restart without persistence, a failover to a
@@ -59,24 +60,28 @@ import (
 // older one there. A take undone after a restock gives its buyer back but
 // not its item: the restock has set the stock since.
 
-// Count is a product's counter in Redis: the stock left, the sold count,
-// and the generation of the restock that last set it (0: never restocked).
+// Count is a product's counter in Redis: the stock left, the reserved
+// count (units of pending orders, with a payment window), the sold count,
+// and the generation of the restock that last set it (0: never
+// restocked).
 type Count struct {
-	Stock, Sold, Gen int64
+	Stock, Reserved, Sold, Gen int64
 }
 
 // Supply is what the database knows of a product's stock in the counter
-// designs: the stock and sold count recorded by its creation or its last
-// restock (generation Gen), and the orders it has now.
+// designs: the stock, reserved and sold counts recorded by its creation
+// or its last restock (generation Gen), and the live orders it has now,
+// pending and paid.
 type Supply struct {
-	Stock, Sold, Gen int64
-	Orders           int64
+	Stock, Reserved, Sold, Gen int64
+	Pending, Paid              int64
 }
 
-// count is the counter that supply gives: the recorded stock plus the
-// recorded sold, less the orders there are now.
+// count is the counter that supply gives: the units pending orders hold
+// are reserved, those paid ones hold sold, and the rest of the supply
+// recorded (stock + reserved + sold) is the stock.
 func (s Supply) count() Count {
-	return Count{Stock: max(s.Stock+s.Sold-s.Orders, 0), Sold: s.Orders, Gen: s.Gen}
+	return Count{Stock: max(s.Stock+s.Reserved+s.Sold-s.Pending-s.Paid, 0), Reserved: s.Pending, Sold: s.Paid, Gen: s.Gen}
 }
 
 // ErrNoCounter means Redis has no counter for the product: it must be
@@ -94,11 +99,15 @@ type Counter interface {
 	// build of it, which restock) the item was taken from. It returns
 	// ErrNoCounter when there is no counter.
 	Take(ctx context.Context, productID int64, userID string) (ticket string, err error)
-	// Undo gives back what the Take that returned ticket did: the user
-	// leaves the buyers and the sold count goes down by one, and the stock
-	// up by one unless a restock has set it since. It does nothing when
-	// the counter was built again since (it was rebuilt from the orders,
-	// which never had this take), or the user is no longer a buyer.
+	// Reserve is Take for a pending order: the item is counted reserved
+	// rather than sold.
+	Reserve(ctx context.Context, productID int64, userID string) (ticket string, err error)
+	// Undo gives back what the Take or Reserve that returned ticket did:
+	// the user leaves the buyers and the sold (or reserved) count goes
+	// down by one, and the stock up by one unless a restock has set it
+	// since. It does nothing when the counter was built again since (it
+	// was rebuilt from the orders, which never had this take), or the
+	// user is no longer a buyer.
 	Undo(ctx context.Context, productID int64, userID, ticket string) error
 	// Build sets the product's counter to c and empties its buyer set,
 	// only if it has no counter; it returns the counter as it is after,
@@ -111,6 +120,21 @@ type Counter interface {
 	// Counts returns the counters of the products, nil for those that
 	// have none.
 	Counts(ctx context.Context, productIDs []int64) ([]*Count, error)
+	// Epochs returns the epochs of the products' counters (which build
+	// each is), "" for those that have none: read before the database
+	// moves orders, and handed to Pay and GiveBack after, so that a
+	// counter built in between is never told of a move it already
+	// counted.
+	Epochs(ctx context.Context, productIDs []int64) ([]string, error)
+	// Pay moves n units from reserved to sold, the units of orders the
+	// database has moved to paid, if the counter's epoch is still epoch;
+	// it reports whether it did.
+	Pay(ctx context.Context, productID int64, epoch string, n int) (bool, error)
+	// GiveBack moves a unit from reserved back to the stock for each of
+	// users, whose orders the database has cancelled or expired, and
+	// takes them out of the buyers, if the counter's epoch is still
+	// epoch; it reports whether it did.
+	GiveBack(ctx context.Context, productID int64, epoch string, users []string) (bool, error)
 	// Ping reports whether Redis answers, for readiness.
 	Ping(ctx context.Context) error
 }
@@ -131,6 +155,11 @@ type CounterRecorder interface {
 	// that had stopped before writing them.
 	OrdersWritten(n int)
 	OrdersClaimed(n int)
+	// UnitsReturning is called with +n when the database has taken back
+	// n units (their orders cancelled or expired) that this replica is
+	// about to give back to the counter, and with -n when it has given
+	// them back or given up: the units that die with the replica.
+	UnitsReturning(n int)
 }
 
 type nopCounterRecorder struct{}
@@ -139,6 +168,7 @@ func (nopCounterRecorder) CounterBuilt(int64) {}
 func (nopCounterRecorder) OrdersPending(int)  {}
 func (nopCounterRecorder) OrdersWritten(int)  {}
 func (nopCounterRecorder) OrdersClaimed(int)  {}
+func (nopCounterRecorder) UnitsReturning(int) {}
 
 // counterBook is what both counter designs do the same way: build a
 // missing counter, read products through their counters, restock.
@@ -284,7 +314,7 @@ func (b *counterBook) overlay(ctx context.Context, ps []*Product) error {
 			}
 			c = &built
 		}
-		p.Stock, p.Sold = c.Stock, c.Sold
+		p.Stock, p.Reserved, p.Sold = c.Stock, c.Reserved, c.Sold
 	}
 	return nil
 }
@@ -316,7 +346,7 @@ func (b *counterBook) Restock(ctx context.Context, id, stock int64) (*Product, e
 		// would miss it, until the next restock is recorded.
 		return nil, fmt.Errorf("seckill: record the restock of product %d (the counter has it): %w", id, err)
 	}
-	p.Stock, p.Sold = c.Stock, c.Sold
+	p.Stock, p.Reserved, p.Sold = c.Stock, c.Reserved, c.Sold
 	return p, nil
 }
 

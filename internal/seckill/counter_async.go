@@ -56,11 +56,24 @@ type QueuedOrder struct {
 	Order *Order
 }
 
+// It has no payment window, and so no reservations: its orders are final
+// at once (Pay and Cancel answer ErrOrderPaid). A window needs the buyer
+// to be able to pay within it, and here the 201 comes before the order
+// exists: it has no id to pay or cancel with until a writer has written
+// it, which may take up to ORDER_CLAIM_IDLE after a writer dies, and
+// never happens for the orders a Redis that lost its data had queued.
+// NewAsyncCounterSale refuses a window rather than half-support it.
+
 // NewAsyncCounterSale returns the redis-counter-async design over counter,
 // queue (one Redis: *counter.Counter is both) and store. Of opts it uses
 // Now, Recorder, Counter and Logger; Chaos is the OrderWriter's. The
-// orders are written by the OrderWriters the caller runs.
+// orders are written by the OrderWriters the caller runs. It panics when
+// opts has a PayWindow: a wiring mistake, reported where the design is
+// built rather than at the first purchase.
 func NewAsyncCounterSale(counter Counter, queue OrderQueue, store CounterStore, opts Options) *AsyncCounterSale {
+	if opts.PayWindow > 0 {
+		panic("seckill: the redis-counter-async design has no payment window: its 201 comes before the order exists")
+	}
 	return &AsyncCounterSale{counterBook: newCounterBook(counter, store, opts), queue: queue}
 }
 

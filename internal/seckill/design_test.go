@@ -232,13 +232,14 @@ func TestDesignsSellExactlyTheStock(t *testing.T) {
 
 // counterRecorder is a CounterRecorder that remembers.
 type counterRecorder struct {
-	built, pending, written, claimed atomic.Int64
+	built, pending, written, claimed, returning atomic.Int64
 }
 
-func (c *counterRecorder) CounterBuilt(int64)  { c.built.Add(1) }
-func (c *counterRecorder) OrdersPending(n int) { c.pending.Add(int64(n)) }
-func (c *counterRecorder) OrdersWritten(n int) { c.written.Add(int64(n)) }
-func (c *counterRecorder) OrdersClaimed(n int) { c.claimed.Add(int64(n)) }
+func (c *counterRecorder) CounterBuilt(int64)   { c.built.Add(1) }
+func (c *counterRecorder) OrdersPending(n int)  { c.pending.Add(int64(n)) }
+func (c *counterRecorder) OrdersWritten(n int)  { c.written.Add(int64(n)) }
+func (c *counterRecorder) OrdersClaimed(n int)  { c.claimed.Add(int64(n)) }
+func (c *counterRecorder) UnitsReturning(n int) { c.returning.Add(int64(n)) }
 
 // A Redis that lost the counter gets it back from the database, restocks
 // included; a buyer the lost buyer set knew is refused by the orders'

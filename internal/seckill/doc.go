@@ -13,7 +13,10 @@
 // item in three steps under a per-product Redis lock: check the stock,
 // insert the order, write back the stock read minus one, and unlock in a
 // finally block. This package calls that the unfenced sequence.
-// Service.Purchase keeps its shape and adds what it leaves open:
+// Service.Purchase keeps its shape and adds what it leaves open. By
+// default (Options.BatchMax above 1) the purchases of a process are served
+// together, in rounds across products (batch.go, commit.go); the steps are
+// the same for each product of a round:
 //
 //  1. Validate and look the product up (ErrInvalid, ErrNotFound).
 //  2. Fast paths: if the stock just read is zero, answer ErrSoldOut
@@ -24,24 +27,42 @@
 //     replica at once, by construction: there is no cache to invalidate,
 //     hence none is kept. (The buyers of a product who wait for a read
 //     share one, which starts after each of them arrived: reads.go.)
-//     Likewise a user who already has an order gets ErrAlreadyPurchased
-//     here (orders are never deleted, so the answer cannot go stale), and
-//     repeat clicks neither queue for the lock nor move the fence. A buyer
-//     that passes these checks with stale data is caught by step 5, which
-//     checks again under the lock.
-//  3. Acquire the product's lock (LockName) with a bounded wait; a wait
-//     that ends gives ErrBusy.
-//  4. Claim the fence: store the lock's fencing token on the product, only
-//     if it is larger than the one stored. If it is not, a newer holder
-//     exists and this one stops (ErrFenceRejected).
-//  5. Read the product again and check the rules: one order per user per
-//     product (ErrAlreadyPurchased), stock left (ErrSoldOut). Steps 4 and
-//     5 are one call, Store.ClaimAndRead, whose reads run after its claim.
-//  6. In one transaction, write the stock read in step 5 minus one and
-//     insert the order, both only if the product's fence still holds this
-//     holder's token (Store.PlaceOrders); otherwise nothing is written
+//     Likewise a user who already holds a live order (pending or paid)
+//     gets ErrAlreadyPurchased here, as the database had it after the
+//     request arrived, and repeat clicks neither queue for the lock nor
+//     move the fence. A buyer that passes these checks with stale data is
+//     caught by step 5, which checks again under the lock.
+//  3. Queue behind the product's other buyers in this process; the oldest
+//     leads the product into the next round. The round takes the lock of
+//     every product it serves in one round trip, waiting for none
+//     (Locker.TryAcquireAll); a product whose lock another process holds
+//     waits for it in the lock's own queue (Locker.Acquire) and joins the
+//     round after, holding it. A purchase that gets no turn within
+//     Options.Wait gives ErrBusy.
+//  4. Claim each product's fence: store its lock's fencing token on the
+//     product, only if it is larger than the one stored. If it is not, a
+//     newer holder exists, and that product's batch stops
 //     (ErrFenceRejected).
-//  7. Release the lock, whatever happened (a defer: the finally block).
+//  5. Read each product again, after every claim, with its buyers' earlier
+//     orders, and decide each purchase by the rules, in arrival order: one
+//     order per user per product (ErrAlreadyPurchased), stock left
+//     (ErrSoldOut). Steps 4 and 5 are one call for the whole round,
+//     Store.ClaimAndReadAll, whose reads run after its claims.
+//  6. In one transaction, write each product's stock read in step 5 minus
+//     its orders, and insert its orders, each product only if its fence
+//     still holds its holder's token (Store.PlaceOrdersAll); a product
+//     whose fence moved on writes nothing (ErrFenceRejected), and the
+//     others are written. A product whose orders another writer of the
+//     database made a duplicate of since the read writes nothing either,
+//     and a failed call writes nothing at all: those buyers get ErrBusy,
+//     a retryable answer, never a rule's.
+//  7. Answer each buyer, and release every lock of the round in one round
+//     trip (Locker.ReleaseAll), whatever happened (a defer: the finally
+//     block).
+//
+// With Options.BatchMax of 0 or 1, a purchase runs the same steps alone:
+// Locker.Acquire in step 3, Store.ClaimAndRead for steps 4 and 5, and
+// Store.PlaceOrders for step 6.
 //
 // # Why the fence, and not the lease, keeps the sale exact
 //
@@ -54,11 +75,11 @@
 // narrows the window: the lease can run out between the check and the
 // write.
 //
-// Steps 4 to 6 close it where the data lives. Tokens grow with every
-// acquisition of a lock, so a holder that claims the fence in step 4 has
-// a token larger than every earlier holder's. From then on, an earlier
-// holder's conditional write in step 6 matches no row and is refused, so
-// at most one holder, the latest, can write. And the latest holder reads in
+// Steps 4 to 6 close it where the data lives, product by product. Tokens
+// grow with every acquisition of a lock, so a holder that claims the fence
+// in step 4 has a token larger than every earlier holder's. From then on,
+// an earlier holder's conditional write in step 6 matches no row and is
+// refused, so at most one holder, the latest, can write. And the latest holder reads in
 // step 5 only after its claim: every write accepted before the claim is
 // already in what it reads, and no write of an earlier holder can be
 // accepted after it. The stock it writes back is therefore never based on a
@@ -71,6 +92,18 @@
 // This is the fencing-token scheme of Kleppmann's "How to do distributed
 // locking": the lock decides who may try, the resource decides whose write
 // counts.
+//
+// # Reservations
+//
+// With Options.PayWindow set, the order a purchase makes is pending: the
+// buyer pays (Pay) or cancels (Cancel) within the window, or every
+// replica's expiry (ExpireDue, RunExpiry) puts the unit back on sale once
+// the window has passed. Each order moves out of pending once, by a
+// conditional update of its row in the transaction that moves its unit. A
+// cancel and an expiry add to the stock, so they run under the product's
+// lock and write only under its fence, as a purchase does; a payment moves
+// a unit from reserved to sold, which no purchase writes back, and takes
+// no lock (life.go, pays.go; docs/reservations.md).
 //
 // # Unfenced modes
 //
@@ -105,4 +138,11 @@
 // in counter.go. None of them has a fence: a decision taken in Redis and
 // written to the database later cannot be refused by the database when
 // Redis has since forgotten it, which is what the fence does for the lock.
+//
+// With a payment window, Conditional has the same life as Service with no
+// lock (its writes to the stock are relative, under the row's lock);
+// CounterSale has it too, each move made in the database first and then
+// told to the counter, and loses the unit of a cancel or an expiry when it
+// dies between the two; AsyncCounterSale refuses a window, its 201 coming
+// before the order exists (docs/designs.md, "With a payment window").
 package seckill

@@ -27,6 +27,22 @@ var (
 	// Retrying later may succeed.
 	ErrBusy = errors.New("busy")
 
+	// ErrOrderNotFound means the order does not exist. It matches
+	// ErrNotFound.
+	ErrOrderNotFound = fmt.Errorf("%w: no such order", ErrNotFound)
+
+	// ErrNotYourOrder means a user asked to pay or cancel an order of
+	// another user.
+	ErrNotYourOrder = errors.New("not this user's order")
+
+	// ErrOrderPaid, ErrOrderCancelled and ErrOrderExpired mean the order
+	// has left pending, for that state, so it can be neither paid nor
+	// cancelled (ErrOrderExpired also when its window has passed and no
+	// replica has expired it yet). Nothing was changed.
+	ErrOrderPaid      = errors.New("order already paid")
+	ErrOrderCancelled = errors.New("order cancelled")
+	ErrOrderExpired   = errors.New("order expired: its payment window has passed")
+
 	// ErrFenceRejected means a write was refused because a newer lock
 	// holder had claimed the product's fence: this holder's lease ran out
 	// while it worked. It matches ErrBusy, since the buyer should simply

@@ -62,7 +62,7 @@ func (s *Service) purchaseLocked(ctx context.Context, productID int64, userID st
 		return nil, err
 	}
 
-	o := &Order{ProductID: productID, UserID: userID, Fence: token, CreatedAt: s.now().UTC()}
+	o := s.newOrder(productID, userID, token, s.now().UTC())
 	if s.unfenced == nil {
 		s.chaos(ctx, []int64{productID})
 		// Step 6: the stock read in step 5 minus one, fenced.

@@ -70,9 +70,15 @@ type Recorder interface {
 	// BatchDone is called for every batch served under one lock hold, with
 	// the number of purchases in it.
 	BatchDone(size int)
+	// OrdersClosed is called for every move of orders out of pending: n
+	// orders went to state (one for a payment or a cancel, every order an
+	// expiry round moved for an expiry).
+	OrdersClosed(state OrderState, n int)
 }
 
 type nopRecorder struct{}
+
+func (nopRecorder) OrdersClosed(OrderState, int) {}
 
 func (nopRecorder) PurchaseDone(Outcome, time.Duration) {}
 func (nopRecorder) FenceRejected(FenceStage)            {}

@@ -32,6 +32,30 @@ type Options struct {
 	// CounterSale's insert, AsyncCounterSale's writer's.
 	Chaos func(ctx context.Context, products []int64)
 
+	// PayWindow, when positive, makes a purchase a reservation: the order
+	// is pending until the buyer pays or cancels within PayWindow, or a
+	// replica expires it and its unit goes back on sale
+	// (docs/reservations.md). 0: orders are created paid, final at once.
+	// The locked, conditional and redis-counter designs have it;
+	// redis-counter-async refuses it (counter_async.go).
+	PayWindow time.Duration
+
+	// UnsafeExpiry and UnsafePayLate switch off one safeguard of a
+	// reservation's life each, to show that the checks catch what it
+	// prevents: for demonstrations and the controls of the tests only,
+	// never in production. The Store must then also be an
+	// UnsafeLifeStore.
+	UnsafeExpiry  UnsafeExpiry
+	UnsafePayLate bool
+
+	// ExpiryChaos, when set, is called inside an expiry's critical
+	// section, with the products whose locks it holds, before it writes:
+	// as Chaos is for purchases. In redis-counter it is called between
+	// the database's move of cancelled or expired orders and the give-back
+	// of their units to the counter, cancels included: where a crash
+	// loses those units. The conditional design has no such step.
+	ExpiryChaos func(ctx context.Context, products []int64)
+
 	// Recorder is told how each purchase ended. Default: nobody.
 	Recorder Recorder
 	// Counter is told what the counter designs do besides purchases.
@@ -75,12 +99,20 @@ type Service struct {
 	rec      Recorder
 	log      *slog.Logger
 
+	payWindow   time.Duration
+	expiryChaos func(ctx context.Context, products []int64)
+	unsafeLife  UnsafeLifeStore // store's unsafe writes; nil unless a control is on
+	setStock    UnfencedStore   // the unlocked expiry's write-back; nil unless it is on
+	unsafeExp   UnsafeExpiry
+	payLate     bool
+
 	batchMax, queueMax int
 	wait               time.Duration
 	batch              batcher
 	commits            commits
 	rounds             chan struct{} // one token per round at work (commit.go)
 	reads              reads
+	pays               *payments
 }
 
 // NewService returns a Service that locks with locker and keeps its data in
@@ -89,20 +121,35 @@ type Service struct {
 // first purchase.
 func NewService(locker Locker, store Store, opts Options) *Service {
 	s := &Service{
-		catalog:  catalog{store: store},
-		locker:   locker,
-		store:    store,
-		now:      opts.Now,
-		chaos:    opts.Chaos,
-		rec:      opts.Recorder,
-		log:      opts.Logger,
-		batchMax: max(opts.BatchMax, 1),
-		queueMax: opts.QueueMax,
-		wait:     opts.Wait,
-		batch:    newLine[*purchaseCall, callResult](),
-		commits:  newLine[*holdCall, holdResult](),
-		rounds:   make(chan struct{}, commitRounds),
-		reads:    newLine[*readCall, readResult](),
+		catalog: catalog{store: store},
+		locker:  locker,
+		store:   store,
+		now:     opts.Now,
+		chaos:   opts.Chaos,
+		rec:     opts.Recorder,
+
+		payWindow:   opts.PayWindow,
+		expiryChaos: opts.ExpiryChaos,
+		log:         opts.Logger,
+		batchMax:    max(opts.BatchMax, 1),
+		queueMax:    opts.QueueMax,
+		wait:        opts.Wait,
+		batch:       newLine[*purchaseCall, callResult](),
+		commits:     newLine[*holdCall, holdResult](),
+		rounds:      make(chan struct{}, commitRounds),
+		reads:       newLine[*readCall, readResult](),
+	}
+	if opts.UnsafeExpiry != ExpirySafe || opts.UnsafePayLate {
+		u, ok := store.(UnsafeLifeStore)
+		if !ok {
+			panic(fmt.Sprintf("seckill: Options.UnsafeExpiry and UnsafePayLate need a store that implements UnsafeLifeStore; %T does not", store))
+		}
+		s.unsafeLife, s.unsafeExp, s.payLate = u, opts.UnsafeExpiry, opts.UnsafePayLate
+		if s.unsafeExp == ExpiryUnlocked {
+			if s.setStock, ok = store.(UnfencedStore); !ok {
+				panic(fmt.Sprintf("seckill: Options.UnsafeExpiry %q needs a store that implements UnfencedStore; %T does not", opts.UnsafeExpiry, store))
+			}
+		}
 	}
 	if opts.Unfenced {
 		u, ok := store.(UnfencedStore)
@@ -123,12 +170,16 @@ func NewService(locker Locker, store Store, opts Options) *Service {
 	if s.chaos == nil {
 		s.chaos = func(context.Context, []int64) {}
 	}
+	if s.expiryChaos == nil {
+		s.expiryChaos = func(context.Context, []int64) {}
+	}
 	if s.rec == nil {
 		s.rec = nopRecorder{}
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	s.pays = newPayments(store.PayOrders, s.now, s.rec)
 	return s
 }
 
@@ -182,9 +233,11 @@ func (s *Service) Ready(ctx context.Context) error {
 }
 
 // Queues reports how many queues this Service keeps in memory: one per
-// product with purchases waiting for or in a batch, and the shared reads'
-// and the rounds' queues while anyone waits in them. A queue is forgotten
+// product with purchases waiting for or in a batch, and the shared reads',
+// the shared payments' and the rounds' queues while anyone waits in them. A queue is forgotten
 // when its last call is served, so Queues falls back to 0 whenever no
 // request is in flight, however many products were sold: a count that
 // stays above 0 then is state left behind.
-func (s *Service) Queues() int { return s.batch.products() + s.commits.products() + s.reads.products() }
+func (s *Service) Queues() int {
+	return s.batch.products() + s.commits.products() + s.reads.products() + s.pays.products()
+}

@@ -62,6 +62,7 @@ type counts struct {
 	outcomes map[seckill.Outcome]int
 	fences   map[seckill.FenceStage]int
 	batches  []int
+	closed   map[seckill.OrderState]int
 }
 
 func newCounts() *counts {
@@ -84,6 +85,21 @@ func (c *counts) BatchDone(size int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.batches = append(c.batches, size)
+}
+
+func (c *counts) OrdersClosed(state seckill.OrderState, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed == nil {
+		c.closed = map[seckill.OrderState]int{}
+	}
+	c.closed[state] += n
+}
+
+func (c *counts) closedTo(s seckill.OrderState) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed[s]
 }
 
 func (c *counts) fence(s seckill.FenceStage) int {

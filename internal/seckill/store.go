@@ -1,6 +1,9 @@
 package seckill
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Store keeps products and orders. Package store implements it over
 // SQLite or PostgreSQL; every statement lives there. Reading a product, and a page of its
@@ -23,14 +26,14 @@ type Store interface {
 	// one read, so that a caller that read those by id can count every
 	// product once.
 	Inventory(ctx context.Context, except []int64) (Inventory, error)
-	// HasOrder reports whether userID already has an order for the product.
+	// HasOrder reports whether userID holds a live (pending or paid)
+	// order for the product. Every lookup of buyers below means live
+	// orders: a user whose order was cancelled or expired may buy again.
 	HasOrder(ctx context.Context, productID int64, userID string) (bool, error)
 	// Buyers returns which of userIDs have an order for the product.
 	Buyers(ctx context.Context, productID int64, userIDs []string) (map[string]bool, error)
 	// ProductAndBuyers returns what Product and Buyers do, read together:
-	// the product no later than the buyers, so that a buyer it does not
-	// find had no order when the product was read (orders are never
-	// deleted). The fast path of step 2.
+	// the product no later than the buyers (the fast path of step 2).
 	ProductAndBuyers(ctx context.Context, productID int64, userIDs []string) (*Product, map[string]bool, error)
 	// ProductsAndBuyers is ProductAndBuyers for several products at once,
 	// in one round trip: the shared reads of the buyers of any products
@@ -48,10 +51,11 @@ type Store interface {
 	// hop away can take them in one round trip).
 	ClaimAndRead(ctx context.Context, productID, token int64, userIDs []string) (*Product, map[string]bool, error)
 	// PlaceOrders, in one transaction, sets the product's stock to
-	// newStock, adds len(orders) to its Sold and inserts the orders, all
-	// only while the product's fence equals token; otherwise it writes
-	// nothing and returns ErrFenceRejected (step 6). It sets the orders'
-	// ids.
+	// newStock, adds its pending orders to its Reserved and its paid ones
+	// to its Sold, and inserts the orders (each with its State and
+	// ExpiresAt), all only while the product's fence equals token;
+	// otherwise it writes nothing and returns ErrFenceRejected (step 6).
+	// It sets the orders' ids.
 	PlaceOrders(ctx context.Context, productID, token, newStock int64, orders []*Order) error
 	// ClaimAndReadAll is ClaimAndRead for several products at once, in
 	// one round trip, each claim with its own token: the group commit
@@ -63,8 +67,10 @@ type Store interface {
 	// transaction: each product's write happens only while its fence
 	// equals its token. A product whose fence moved on writes nothing
 	// (its error matches ErrFenceRejected) and the others are written all
-	// the same; err is a failure of the whole transaction, which then
-	// writes nothing.
+	// the same; so does a product one of whose orders the unique index
+	// refuses (an order another writer inserted since the read: its error
+	// matches ErrAlreadyPurchased, and says nothing of which buyer). err
+	// is a failure of the whole call, which then writes nothing.
 	PlaceOrdersAll(ctx context.Context, ps []Placement) (refused []error, err error)
 	// SetStockFenced, in one transaction, sets the product's stock while
 	// its fence equals token and returns the product as that write left
@@ -72,8 +78,47 @@ type Store interface {
 	// restock under the lock).
 	SetStockFenced(ctx context.Context, productID, stock, token int64) (*Product, error)
 
+	// Order returns one order, or an error matching ErrOrderNotFound.
+	Order(ctx context.Context, id int64) (*Order, error)
+	// PayOrders, in one transaction, moves each payment's order of its
+	// user from pending to paid, only if its window has not ended at
+	// now, and its product's unit from reserved to sold; it records now
+	// as the order's ClosedAt and returns the orders as they left it.
+	// Payments that may not (errs[i] matching ErrOrderNotFound,
+	// ErrNotYourOrder, ErrOrderPaid, ErrOrderCancelled or ErrOrderExpired,
+	// also for an order still pending whose window has ended) change
+	// nothing. err is a failure of the whole call, which writes nothing.
+	PayOrders(ctx context.Context, pays []Payment, now time.Time) (orders []*Order, errs []error, err error)
+	// CancelOrder moves order id of userID from pending to cancelled, as
+	// PayOrders moves one to paid (with its errors), and its unit from
+	// reserved back to the product's stock, and so happens only while
+	// the product's fence is at most token (a claim and a write of one
+	// holder); otherwise ErrFenceRejected, and nothing changed.
+	CancelOrder(ctx context.Context, id int64, userID string, token int64, now time.Time) (*Order, error)
+	// DueProducts returns the ids of products with pending orders whose
+	// window ended by now, those due longest first, at most limit.
+	DueProducts(ctx context.Context, now time.Time, limit int) ([]int64, error)
+	// ExpireAll, in one transaction, moves each product's pending orders
+	// whose window ended by now to expired, and their units from reserved
+	// back to the stock, each product only while its fence equals its
+	// claim's token. It returns the ids of the orders each product
+	// expired; a product whose fence moved on expires nothing, and its
+	// error in refused matches ErrFenceRejected. err is a failure of the
+	// whole call, which then writes nothing.
+	ExpireAll(ctx context.Context, claims []Claim, now time.Time) (expired [][]int64, refused []error, err error)
+	// MarkClosed records at as the ClosedAt of the expired orders ids:
+	// once their expiry has committed, so that at is an upper bound of
+	// when their units came back.
+	MarkClosed(ctx context.Context, ids []int64, at time.Time) error
+
 	// Ping reports whether the database answers, for readiness.
 	Ping(ctx context.Context) error
+}
+
+// Payment is one payment of PayOrders: an order, and the user who pays.
+type Payment struct {
+	OrderID int64
+	UserID  string
 }
 
 // BuyersOf is a product and the users whose orders for it a read looks up.
@@ -109,12 +154,34 @@ type Placement struct {
 // The fenced path never uses it; a Service holds one only when built
 // unfenced, taken from its Store.
 type UnfencedStore interface {
-	// InsertOrder inserts o and adds one to the product's Sold, with no
-	// condition, and sets o.ID (the unfenced sequence's insert).
+	// InsertOrder inserts o and adds one to the product's Sold (Reserved,
+	// for a pending order), with no condition, and sets o.ID (the
+	// unfenced sequence's insert).
 	InsertOrder(ctx context.Context, o *Order) error
 	// SetStock sets the product's stock with no condition (the unfenced
 	// sequence's write-back).
 	SetStock(ctx context.Context, productID, stock int64) error
+}
+
+// UnsafeLifeStore is the write path of the controls of a reservation's
+// life (Options.UnsafeExpiry, Options.UnsafePayLate): each leaves out one
+// safeguard of Store's, to show what it prevents. A Service holds one only
+// when built with such a control.
+type UnsafeLifeStore interface {
+	// ExpireAllUnchecked is ExpireAll whose move of the orders checks no
+	// state: every order of the product whose window ended by now
+	// becomes expired, paid, cancelled and expired ones too, and each
+	// adds a unit to the stock.
+	ExpireAllUnchecked(ctx context.Context, claims []Claim, now time.Time) (expired [][]int64, refused []error, err error)
+	// ExpireOrders moves the product's pending orders due by now to
+	// expired and takes them from its reserved count, and nothing else:
+	// the stock is left to the caller (an unlocked expiry writes it back
+	// with SetStock).
+	ExpireOrders(ctx context.Context, productID int64, now time.Time) ([]int64, error)
+	// PayLate is PayOrder without the window or the state: it accepts a
+	// payment of a pending or expired order of userID at any time; an
+	// expired order's unit, already back on sale, is counted sold again.
+	PayLate(ctx context.Context, id int64, userID string, now time.Time) (*Order, error)
 }
 
 // ConditionalStore is the Store of the conditional design, where the
@@ -132,6 +199,18 @@ type ConditionalStore interface {
 	// Restock, in one transaction, sets the product's stock and returns
 	// the product as that write left it.
 	Restock(ctx context.Context, productID, stock int64) (*Product, error)
+	// CancelConditionally moves order id of userID from pending to
+	// cancelled, as PayOrders moves one to paid (with its errors), and
+	// its unit from reserved back to the product's stock, in one
+	// transaction, with no fence: the stock is added to, never written
+	// as a value read.
+	CancelConditionally(ctx context.Context, id int64, userID string, now time.Time) (*Order, error)
+	// ExpireConditionally, in one transaction, moves each product's
+	// pending orders whose window ended by now to expired, and their
+	// units from reserved back to the stock, with no fence, and returns
+	// the ids of each product's expired orders. err is a failure of the
+	// whole call, which then writes nothing.
+	ExpireConditionally(ctx context.Context, productIDs []int64, now time.Time) ([][]int64, error)
 }
 
 // CounterStore is the Store of the counter designs, where a counter in
@@ -158,4 +237,20 @@ type CounterStore interface {
 	// the same orders twice writes them once. It returns how many it
 	// inserted.
 	WriteOrders(ctx context.Context, orders []*Order) (int, error)
+
+	// The moves of a reservation's life with the orders alone: the
+	// counter, not the product's row, keeps the units' counts.
+
+	// OrdersByID returns the orders ids, by id; an id with no order is
+	// left out.
+	OrdersByID(ctx context.Context, ids []int64) (map[int64]*Order, error)
+	// PayOrderRows is PayOrders that leaves the products' counts alone.
+	PayOrderRows(ctx context.Context, pays []Payment, now time.Time) (orders []*Order, errs []error, err error)
+	// CancelOrderRow is ConditionalStore.CancelConditionally that leaves
+	// the product's counts alone.
+	CancelOrderRow(ctx context.Context, id int64, userID string, now time.Time) (*Order, error)
+	// ExpireOrderRows is ConditionalStore.ExpireConditionally that
+	// leaves the products' counts alone, and returns each product's
+	// expired orders, with their users.
+	ExpireOrderRows(ctx context.Context, productIDs []int64, now time.Time) ([][]*Order, error)
 }

@@ -2,13 +2,15 @@
 -- checks and the take are one script, so no other purchase can come
 -- between them: this is what serialises the buyers of a product.
 --
--- KEYS[1]  the product's counter, a hash: stock, sold, gen
+-- KEYS[1]  the product's counter, a hash: stock, reserved, sold, gen, epoch
 -- KEYS[2]  the product's buyers, a set of user ids
 -- KEYS[3]  optional: the order queue, a stream; the order is appended to
 --          it in the same step as the take (redis-counter-async)
 -- ARGV[1]  the user
--- ARGV[2]  with KEYS[3]: the product id
--- ARGV[3]  with KEYS[3]: the order's time, in Unix nanoseconds
+-- ARGV[2]  where the item goes: 'sold' (an order final at once) or
+--          'reserved' (a pending order, with a payment window)
+-- ARGV[3]  with KEYS[3]: the product id
+-- ARGV[4]  with KEYS[3]: the order's time, in Unix nanoseconds
 --
 -- Returns {epoch, gen} when the item is taken: which build of the counter
 -- and which restock it was taken from, for undo.lua. Otherwise -1 when the
@@ -25,9 +27,9 @@ if tonumber(c[1]) <= 0 then
   return -2
 end
 redis.call('HINCRBY', KEYS[1], 'stock', -1)
-redis.call('HINCRBY', KEYS[1], 'sold', 1)
+redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
 redis.call('SADD', KEYS[2], ARGV[1])
 if KEYS[3] then
-  redis.call('XADD', KEYS[3], '*', 'product', ARGV[2], 'user', ARGV[1], 'at', ARGV[3])
+  redis.call('XADD', KEYS[3], '*', 'product', ARGV[3], 'user', ARGV[1], 'at', ARGV[4])
 end
 return {c[3], c[2]}
