@@ -43,9 +43,10 @@ func uncontendedImpls(b *testing.B, srv *redistest.Server) (names []string, lock
 		b.Cleanup(func() { _ = c.Close() })
 		return c
 	}
-	names = []string{"seed", "redislock", "lock"}
+	names = []string{"seed", "redislock", "floor", "lock"}
 	locks["seed"] = contention.Seed(&seedlock.Mutex{Client: client(), TTL: ttl, Wait: wait, Retry: 10 * time.Millisecond}, "seed:hot")
 	locks["redislock"] = redislockLock{redislock.New(client())}
+	locks["floor"] = floorLock{client(), "floor:{hot}"}
 	l, err := lock.New(client(), lock.Options{TTL: ttl, WaitTimeout: wait})
 	if err != nil {
 		b.Fatal(err)
@@ -63,7 +64,9 @@ func uncontendedImpls(b *testing.B, srv *redistest.Server) (names []string, lock
 // name, again and again, with each lock in turn: blocks of 200 pairs, b.N
 // rounds. It reports each lock's rate over redislock's and over the seed
 // lock's (and the old lock's, when built with it), median of the rounds,
-// and the Redis commands each lock ran per acquire and release.
+// and the Redis commands each lock ran per acquire and release. The floor
+// (floorLock) is the ceiling of any lock with a token from the server's
+// clock.
 func BenchmarkInterleavedUncontended(b *testing.B) {
 	srv := redistest.Start(b)
 	names, locks := uncontendedImpls(b, srv)
@@ -111,13 +114,13 @@ func BenchmarkInterleavedUncontended(b *testing.B) {
 	var rows []string
 	for _, name := range names {
 		row := fmt.Sprintf("%-10s %8.0f acq/s  %4.1f commands", name, median(rates[name]), cmds[name])
-		for _, base := range []string{"redislock", "seed", "old"} {
+		for _, base := range []string{"redislock", "seed", "floor", "old"} {
 			if rates[base] == nil {
 				continue
 			}
 			r := medianRatio(rates[name], rates[base])
 			row += fmt.Sprintf("  ×%s %.3f (%.3f–%.3f)", base, r[1], r[0], r[2])
-			if base == "redislock" || (base == "old" && name == "lock") {
+			if base == "redislock" || (base == "old" && name == "lock") || (base == "floor" && name == "lock") {
 				b.ReportMetric(r[1], name+"/"+base)
 			}
 		}
