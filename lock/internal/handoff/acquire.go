@@ -14,7 +14,9 @@ import (
 // Acquire takes the lock called name for the caller: directly when nobody
 // here holds or awaits it, else by waiting in line (unless !wait) until a
 // hold is handed to it, ctx ends, or the wait's timeout passes. The hold
-// won is confirmed (Backend.Confirm) before it is returned.
+// won is confirmed (Backend.Confirm) before it is returned. The Observer's
+// wait ends when the hold began (Hold.acquired), which saves a reading of
+// the clock.
 func (l *Locker) Acquire(ctx context.Context, name string, wait bool) (*Hold, error) {
 	start := time.Now()
 	h, contended, err := l.acquireOrWait(ctx, name, wait, start)
@@ -26,7 +28,7 @@ func (l *Locker) Acquire(ctx context.Context, name string, wait bool) (*Hold, er
 		l.shared.cfg.Observer.AcquireFailed(name, time.Since(start), err)
 		return nil, err
 	}
-	l.shared.cfg.Observer.Acquired(name, time.Since(start), contended)
+	l.shared.cfg.Observer.Acquired(name, h.acquired.Sub(start), contended)
 	return h, nil
 }
 
@@ -194,11 +196,12 @@ func (l *Locker) TryAcquireAll(ctx context.Context, names []string) ([]*Hold, []
 			holds[i], errs[i] = confirmed[j], cerrs[j]
 		}
 	}
+	end := time.Now()
 	for i := range names {
 		if errs[i] != nil {
-			l.shared.cfg.Observer.AcquireFailed(names[i], time.Since(start), errs[i])
+			l.shared.cfg.Observer.AcquireFailed(names[i], end.Sub(start), errs[i])
 		} else {
-			l.shared.cfg.Observer.Acquired(names[i], time.Since(start), false)
+			l.shared.cfg.Observer.Acquired(names[i], holds[i].acquired.Sub(start), false)
 		}
 	}
 	return holds, errs
@@ -214,6 +217,11 @@ func (l *Locker) confirm(ctx context.Context, holds []*Hold) ([]*Hold, []error) 
 		ks[i], owners[i] = h.ln.k, h.owner
 	}
 	deadlines, errs := l.shared.backend.Confirm(ctx, ks, owners)
+	// Confirmed in Redis: the holds that pass begin now, for the Observer.
+	var now time.Time
+	if deadlines != nil || errs != nil {
+		now = time.Now()
+	}
 	closed := l.shared.closed.Load() && !l.shared.cfg.Test.AcquireIgnoresClose
 	if deadlines == nil && errs == nil {
 		if !closed {
@@ -241,6 +249,9 @@ func (l *Locker) confirm(ctx context.Context, holds []*Hold) ([]*Hold, []error) 
 			errs[i] = err
 			failed = append(failed, h)
 			continue
+		}
+		if !now.IsZero() {
+			h.acquired = now
 		}
 		out[i] = h
 	}

@@ -174,11 +174,11 @@ type Hold struct {
 	ln       *line
 	owner    string
 	token    int64
-	last     int64 // the last token reserved for this run of holds (grant.last)
-	run      *run  // the run of holds this one belongs to; nil without reserved tokens
-	acquired time.Time
-	check    bool // renew at once, to extend a claim or check a run's key
-	direct   bool // taken directly (core's acquire), not through the line
+	last     int64     // the last token reserved for this run of holds (grant.last)
+	run      *run      // the run of holds this one belongs to; nil without reserved tokens
+	acquired time.Time // when it began: its grant was won, or confirmed (Locker.confirm)
+	check    bool      // renew at once, to extend a claim or check a run's key
+	direct   bool      // taken directly (core's acquire), not through the line
 }
 
 // newHold is the hold of a lock won for g.ticket. Its lease starts

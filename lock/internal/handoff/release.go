@@ -18,8 +18,13 @@ import (
 // then holds it after one round trip. It returns nil only if a check of the
 // key after the hold found it still h's; package lock's Lock.Release
 // documents the rest.
+//
+// It reads the clock once, at its start, which ends the lease and the hold
+// the Observer is told of, and stands for the call's send time: a check's
+// send time may be earlier than the real one, never later.
 func (l *Locker) Release(ctx context.Context, h *Hold) error {
-	e, err := h.End()
+	now := time.Now()
+	e, err := h.End(now)
 	if err != nil {
 		return err
 	}
@@ -28,17 +33,17 @@ func (l *Locker) Release(ctx context.Context, h *Hold) error {
 	if st.checked != nil {
 		released, err = st.awaitCheck(ctx)
 	} else {
-		sent := time.Now()
 		res, errs := l.shared.backend.Release(ctx, []queue.Release{{K: h.ln.k, Owner: h.owner, Requeue: st.requeue, Direct: h.direct}})
-		released, err = l.releaseDone(ctx, h, sent, res[0], errs[0])
+		released, err = l.releaseDone(ctx, h, now, res[0], errs[0])
 	}
-	return l.finish(h, e, released, err)
+	return l.finish(h, e, now, released, err)
 }
 
 // ReleaseAll is Release for each of holds, whose calls to Redis go
 // together (Backend.Release); a hold handed on in memory waits for its
 // check instead, after the others' releases.
 func (l *Locker) ReleaseAll(ctx context.Context, holds []*Hold) []error {
+	now := time.Now()
 	errs := make([]error, len(holds))
 	endings := make([]lease.Ending, len(holds))
 	steps := make([]releaseStep, len(holds))
@@ -46,7 +51,7 @@ func (l *Locker) ReleaseAll(ctx context.Context, holds []*Hold) []error {
 	var rs []queue.Release
 	var sentFor []int
 	for i, h := range holds {
-		if endings[i], errs[i] = h.End(); errs[i] != nil {
+		if endings[i], errs[i] = h.End(now); errs[i] != nil {
 			continue
 		}
 		begun[i] = true
@@ -59,10 +64,9 @@ func (l *Locker) ReleaseAll(ctx context.Context, holds []*Hold) []error {
 	released := make([]bool, len(holds))
 	rerrs := make([]error, len(holds))
 	if len(rs) > 0 {
-		sent := time.Now()
 		res, berrs := l.shared.backend.Release(ctx, rs)
 		for j, i := range sentFor {
-			released[i], rerrs[i] = l.releaseDone(ctx, holds[i], sent, res[j], berrs[j])
+			released[i], rerrs[i] = l.releaseDone(ctx, holds[i], now, res[j], berrs[j])
 		}
 	}
 	for i, st := range steps {
@@ -72,7 +76,7 @@ func (l *Locker) ReleaseAll(ctx context.Context, holds []*Hold) []error {
 	}
 	for i, h := range holds {
 		if begun[i] {
-			errs[i] = l.finish(h, endings[i], released[i], rerrs[i])
+			errs[i] = l.finish(h, endings[i], now, released[i], rerrs[i])
 		}
 	}
 	return errs
@@ -114,13 +118,12 @@ func (l *Locker) releaseDone(ctx context.Context, h *Hold, sent time.Time, res q
 	return res.Released, err
 }
 
-// finish reports what the release found (released, err) to the lease, and
-// the release to the observer: after the loss, so that metrics which show
-// the hold over show its loss too.
-func (l *Locker) finish(h *Hold, e lease.Ending, released bool, err error) error {
-	held := time.Since(h.acquired)
+// finish reports what the release that began at end found (released,
+// err) to the lease, and the release to the observer: after the loss, so
+// that metrics which show the hold over show its loss too.
+func (l *Locker) finish(h *Hold, e lease.Ending, end time.Time, released bool, err error) error {
 	err = h.Finish(e, released, err)
-	l.shared.cfg.Observer.Released(h.ln.k.Name, held)
+	l.shared.cfg.Observer.Released(h.ln.k.Name, end.Sub(h.acquired))
 	return err
 }
 

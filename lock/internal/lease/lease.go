@@ -230,9 +230,10 @@ type Ending struct {
 }
 
 // End marks l released, takes it from the watchdog and cancels its
-// contexts: the part of a release before its call. A second End is
-// core.ErrNotHeld.
-func (l *Lease) End() (Ending, error) {
+// contexts: the part of a release before its call, which begins at now
+// (the caller's clock reading, which it also uses for the call). A second
+// End is core.ErrNotHeld.
+func (l *Lease) End(now time.Time) (Ending, error) {
 	k := l.k
 	k.mu.Lock()
 	if l.released {
@@ -245,7 +246,7 @@ func (l *Lease) End() (Ending, error) {
 	// A renewal already in flight may still land: before the release
 	// script it extends a lease about to be deleted; after it, it finds no
 	// owner and, the lease being released, reports nothing.
-	if e.LostErr == nil && !time.Now().Before(l.deadline) {
+	if e.LostErr == nil && !now.Before(l.deadline) {
 		e.LostErr = ErrLeaseLost // ran out; the watchdog had not noticed yet
 	}
 	cancels := l.cancels
