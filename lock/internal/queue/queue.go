@@ -38,17 +38,27 @@ type Keys struct {
 // NewKeys returns the keys of the lock called name under prefix: core's,
 // then the line's, each the lock's key and a suffix.
 func NewKeys(prefix, name string) Keys {
-	lock := prefix + "{" + name + "}"
-	// One string for the four others, cut into them: a Locker makes the keys
-	// of a name every time it goes from idle to busy.
-	all := lock + ":fence" + lock + ":queue" + lock + ":waiters" + lock + ":grant"
+	// One string for all five, cut into them: a Locker makes the keys of a
+	// name every time it goes from idle to busy, and this is one allocation.
+	suffixes := [...]string{"", ":fence", ":queue", ":waiters", ":grant"}
+	tag := len(prefix) + len(name) + 2 // prefix{name}
+	var b strings.Builder
+	b.Grow(len(suffixes)*tag + len(":fence:queue:waiters:grant"))
+	for _, suffix := range suffixes {
+		b.WriteString(prefix)
+		b.WriteByte('{')
+		b.WriteString(name)
+		b.WriteByte('}')
+		b.WriteString(suffix)
+	}
+	all := b.String()
 	cut := func(suffix string) string {
-		s := all[:len(lock)+len(suffix)]
+		s := all[:tag+len(suffix)]
 		all = all[len(s):]
 		return s
 	}
 	return Keys{
-		Keys:    core.Keys{Name: name, Lock: lock, Fence: cut(":fence")},
+		Keys:    core.Keys{Name: name, Lock: cut(""), Fence: cut(":fence")},
 		Queue:   cut(":queue"),
 		Waiters: cut(":waiters"),
 		Channel: cut(":grant"),
