@@ -38,8 +38,8 @@ func (l coreLock) Acquire(ctx context.Context) (func(), bool, error) {
 // blocks of 200 pairs, b.N rounds, the order rotating every round. It
 // reports each one's rate over the seed lock's in the same round and the
 // lock's over core's (medians of the rounds), and the Redis commands each
-// runs per acquire and release. A lock nobody waits for should cost what
-// core costs.
+// runs, and redis-server's CPU, per acquire and release. A lock nobody
+// waits for should cost what core costs.
 //
 //	go test -run '^$' -bench Layers -benchtime 60x ./lock/
 func BenchmarkLayers(b *testing.B) {
@@ -89,16 +89,27 @@ func BenchmarkLayers(b *testing.B) {
 		cmds[name] = float64(after.Sub(before).Calls) / 100
 	}
 	const block = 200
-	rates := map[string][]float64{}
+	// Each block's rate, and redis-server's process CPU per acquire and
+	// release in it (INFO, read outside the timed loop).
+	rates, cpu := map[string][]float64{}, map[string][]float64{}
 	b.ResetTimer()
 	for round := range b.N {
 		for i := range names {
 			name := names[(i+round)%len(names)]
+			before, err := contention.Snapshot(ctx, srv.Client())
+			if err != nil {
+				b.Fatal(err)
+			}
 			start := time.Now()
 			for range block {
 				once(locks[name])
 			}
 			rates[name] = append(rates[name], block/time.Since(start).Seconds())
+			after, err := contention.Snapshot(ctx, srv.Client())
+			if err != nil {
+				b.Fatal(err)
+			}
+			cpu[name] = append(cpu[name], float64(after.Sub(before).CPU.Nanoseconds())/1e3/block)
 		}
 	}
 	b.StopTimer()
@@ -113,10 +124,12 @@ func BenchmarkLayers(b *testing.B) {
 	var rows []string
 	for _, name := range names {
 		s, c := ratio(name, "seed"), ratio(name, "core")
-		rows = append(rows, fmt.Sprintf("%-5s %3.0f commands  ×seed %.3f (%.3f–%.3f)  ×core %.3f (%.3f–%.3f)", name, cmds[name], s[1], s[0], s[2], c[1], c[0], c[2]))
+		slices.Sort(cpu[name])
+		rows = append(rows, fmt.Sprintf("%-5s %3.0f commands  redis %4.1f µs CPU  ×seed %.3f (%.3f–%.3f)  ×core %.3f (%.3f–%.3f)",
+			name, cmds[name], cpu[name][b.N/2], s[1], s[0], s[2], c[1], c[0], c[2]))
 	}
 	b.ReportMetric(ratio("lock", "core")[1], "lock/core")
 	b.ReportMetric(ratio("core", "seed")[1], "core/seed")
-	b.Logf("%d rounds of %d acquire+release each; commands per acquire+release, and the rate over the seed lock's and core's in the same round, median (quartiles):\n%s",
+	b.Logf("%d rounds of %d acquire+release each; commands and redis-server's CPU (median) per acquire+release, and the rate over the seed lock's and core's in the same round, median (quartiles):\n%s",
 		b.N, block, strings.Join(slices.Clip(rows), "\n"))
 }
