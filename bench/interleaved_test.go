@@ -62,11 +62,11 @@ func uncontendedImpls(b *testing.B, srv *redistest.Server) (names []string, lock
 
 // BenchmarkInterleavedUncontended: one goroutine acquires and releases one
 // name, again and again, with each lock in turn: blocks of 200 pairs, b.N
-// rounds. It reports each lock's rate over redislock's and over the seed
-// lock's (and the old lock's, when built with it), median of the rounds,
-// and the Redis commands each lock ran per acquire and release. The floor
-// (floorLock) is the ceiling of any lock with a token from the server's
-// clock.
+// rounds. It reports each lock's rate over the baselines' (redislock, the
+// seed lock, the floor, and the old lock when built with it), median of
+// the rounds, and the Redis commands each lock ran, and what they cost
+// redis-server, per acquire and release. The floor (floorLock) bounds
+// the rate of a lock whose token comes from the server's clock.
 func BenchmarkInterleavedUncontended(b *testing.B) {
 	srv := redistest.Start(b)
 	names, locks := uncontendedImpls(b, srv)
@@ -98,22 +98,37 @@ func BenchmarkInterleavedUncontended(b *testing.B) {
 		cmds[name] = float64(after.Sub(before).Calls) / 100
 	}
 	const block = 200
-	rates := map[string][]float64{}
+	// Each block's rate, and what redis-server spent on it per acquire and
+	// release (INFO, read outside the timed loop): its process CPU, and the
+	// µs inside commands, where a script's inner commands count twice
+	// (inside EVALSHA and on their own), for every lock alike.
+	rates, cpu, inside := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	b.ResetTimer()
 	for round := range b.N {
 		for i := range names {
 			name := names[(i+round)%len(names)]
+			before, err := contention.Snapshot(ctx, srv.Client())
+			if err != nil {
+				b.Fatal(err)
+			}
 			start := time.Now()
 			for range block {
 				once(locks[name])
 			}
 			rates[name] = append(rates[name], block/time.Since(start).Seconds())
+			after, err := contention.Snapshot(ctx, srv.Client())
+			if err != nil {
+				b.Fatal(err)
+			}
+			d := after.Sub(before)
+			cpu[name] = append(cpu[name], float64(d.CPU.Nanoseconds())/1e3/block)
+			inside[name] = append(inside[name], float64(d.Usec)/block)
 		}
 	}
 	b.StopTimer()
 	var rows []string
 	for _, name := range names {
-		row := fmt.Sprintf("%-10s %8.0f acq/s  %4.1f commands", name, median(rates[name]), cmds[name])
+		row := fmt.Sprintf("%-10s %8.0f acq/s  %4.1f commands  redis %4.1f µs CPU, %4.1f µs in commands", name, median(rates[name]), cmds[name], median(cpu[name]), median(inside[name]))
 		for _, base := range []string{"redislock", "seed", "floor", "old"} {
 			if rates[base] == nil {
 				continue
@@ -126,7 +141,7 @@ func BenchmarkInterleavedUncontended(b *testing.B) {
 		}
 		rows = append(rows, row)
 	}
-	b.Logf("%d rounds of %d acquire+release per lock; median rate, commands per acquire+release, and the rate's ratio to each baseline in the same round, median (quartiles):\n%s",
+	b.Logf("%d rounds of %d acquire+release per lock; median rate, commands per acquire+release, redis-server's CPU and time in commands per acquire+release (medians), and the rate's ratio to each baseline in the same round, median (quartiles):\n%s",
 		b.N, block, strings.Join(rows, "\n"))
 }
 
