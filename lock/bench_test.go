@@ -113,7 +113,7 @@ func BenchmarkUncontendedParallel(b *testing.B) {
 
 // floorLock is not a usable lock (it never waits, and keeps no queue), but a
 // measure: what a lock must spend in Redis, at the least, to give each
-// holder a fencing token from the server's clock (lock/internal/core/lua/parts/token.lua) in
+// holder a fencing token from the server's clock (lock/internal/core/lua/token.lua) in
 // the script that takes the lock. That script runs SET NX PX, TIME and the
 // counter's SET … GET; the release is the seed lock's compare-and-delete.
 type floorLock struct {

@@ -2,7 +2,7 @@ package lock
 
 import (
 	"github.com/seckill-ref/seckill/lock/internal/core"
-	"github.com/seckill-ref/seckill/lock/internal/fair"
+	"github.com/seckill-ref/seckill/lock/internal/handoff"
 	"github.com/seckill-ref/seckill/lock/internal/lease"
 	"github.com/seckill-ref/seckill/lock/internal/replicas"
 )
@@ -35,5 +35,5 @@ var (
 	ErrNotReplicated = replicas.ErrNotReplicated
 
 	// ErrClosed is returned by a Locker after Close.
-	ErrClosed = fair.ErrClosed
+	ErrClosed = handoff.ErrClosed
 )

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill-ref/seckill/internal/testinfra/redistest"
 	"github.com/seckill-ref/seckill/lock/internal/core"
+	"github.com/seckill-ref/seckill/lock/internal/queue"
 )
 
 // The key layout's guarantees, checked for any name and prefix the Locker
@@ -48,17 +49,24 @@ func keySlot(key string) uint16 {
 }
 
 // allKeys lists every name a lock uses in Redis for one ticket: each
-// string field of core.Keys but the lock's name (read by reflection, so
-// that a key added to the layout is checked too) and the scripts' KEYS.
-func allKeys(k core.Keys, ticket string) []string {
+// string field of queue.Keys and of the core.Keys in it, but the lock's
+// name (read by reflection, so that a key added to the layout is checked
+// too), and the ticket's tombstone.
+func allKeys(k queue.Keys, ticket string) []string {
 	var out []string
-	v := reflect.ValueOf(k)
-	for i := range v.NumField() {
-		if f := v.Field(i); f.Kind() == reflect.String && v.Type().Field(i).Name != "Name" {
-			out = append(out, f.String())
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		for i := range v.NumField() {
+			switch f := v.Field(i); {
+			case f.Kind() == reflect.Struct:
+				walk(f)
+			case f.Kind() == reflect.String && v.Type().Field(i).Name != "Name":
+				out = append(out, f.String())
+			}
 		}
 	}
-	return append(out, k.ForTicket(ticket)...)
+	walk(reflect.ValueOf(k))
+	return append(out, k.Tombstone(ticket))
 }
 
 // checkLayout reports the first way in which layout, the keys of a name,
@@ -124,7 +132,7 @@ func FuzzKeyLayout(f *testing.F) {
 			return
 		}
 		ticket := map[string]string{a: ticketOf(ta), b: ticketOf(tb)}
-		layout := func(name string) []string { return allKeys(core.NewKeys(pa, name), ticket[name]) }
+		layout := func(name string) []string { return allKeys(queue.NewKeys(pa, name), ticket[name]) }
 		if msg := checkLayout(layout, a, b); msg != "" {
 			t.Fatalf("prefix %q: %s", pa, msg)
 		}

@@ -62,23 +62,24 @@ func TestHandOffNeedsNoPolling(t *testing.T) {
 	}
 }
 
-// A release whose fast path finds the lock's value unmarked deletes it and
-// looks no further (GET, DEL): the mark that processes are queued is what
-// makes it serve the queue. B and C queue behind A. A's release (its value
-// marked when B queued) must grant B, and B's release (its value marked by
-// its grant), with no waiter of its own, must grant C, each in the same
-// script: the next in line holds the lock the moment the Release returns.
-// The control never marks the value, and A's release leaves the lock free.
-// Re-checks, which would also serve the queue, are a minute apart here.
+// A release whose fast path finds nobody in line deletes the lock and does
+// no more (GET, EXISTS, DEL): its look at the line is what makes it serve
+// the line. B and C queue behind A, who took the lock directly, with
+// core's acquire, which knows nothing of the line. A's release must grant
+// B, and B's release, with no waiter of its own, must grant C, each in the
+// same script: the next in line holds the lock the moment the Release
+// returns. The control's release never looks at the line, and A's release
+// leaves the lock free. Re-checks, which would also serve the line, are a
+// minute apart here.
 func TestReleaseServesTheQueueItFinds(t *testing.T) {
 	if err := releaseToNextInLine(t); err != nil {
 		t.Error(err)
 	}
 }
 
-func TestReleaseServesTheQueueControlUnmarked(t *testing.T) {
-	mustCatch(t, scriptRule(lock.UnmarkedQueue),
-		"the lock went to the next in line without the mark: the test would not catch a release that skips the queue",
+func TestReleaseServesTheQueueControlQueueIgnored(t *testing.T) {
+	mustCatch(t, scriptRule(lock.QueueIgnored),
+		"the lock went to the next in line with a release that ignores the line: the test would not catch a release that skips the queue",
 		releaseToNextInLine)
 }
 

@@ -59,11 +59,10 @@ func newLocker(t *testing.T, srv *redistest.Server, opts lock.Options) *lock.Loc
 // lockKey is the Redis key of the lock called name with the default prefix.
 func lockKey(name string) string { return lock.DefaultPrefix + "{" + name + "}" }
 
-// holder is the ticket that holds the lock called name in the Redis behind
-// c ("" when nobody does): the lock's value, without the mark " q" that it
-// carries while processes are queued.
+// holder is the owner or ticket that holds the lock called name in the
+// Redis behind c ("" when nobody does): the lock's value.
 func holder(c redis.UniversalClient, name string) string {
-	return strings.TrimSuffix(c.Get(context.Background(), lockKey(name)).Val(), " q")
+	return c.Get(context.Background(), lockKey(name)).Val()
 }
 
 // eventually polls cond every millisecond or so until it holds or timeout
@@ -341,12 +340,12 @@ func breakWith(t *testing.T, breakIt func() (restore func())) {
 
 // scriptRule is a breakIt for breakWith that swaps one rule of the Lua
 // scripts for rule, a broken one from export_test.go.
-func scriptRule(rule string) func() (restore func()) {
+func scriptRule(rule lock.ScriptRule) func() (restore func()) {
 	return func() func() { return lock.UseScriptRule(rule) }
 }
 
 // breakScripts is breakWith(t, scriptRule(rule)).
-func breakScripts(t *testing.T, rule string) {
+func breakScripts(t *testing.T, rule lock.ScriptRule) {
 	t.Helper()
 	breakWith(t, scriptRule(rule))
 }

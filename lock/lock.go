@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/seckill-ref/seckill/lock/internal/fair"
+	"github.com/seckill-ref/seckill/lock/internal/handoff"
 )
 
 // Lock is one acquisition of a named lock: its owner UUID, its fencing
@@ -13,7 +13,7 @@ import (
 // can no longer be vouched for. A Lock is safe for concurrent use.
 type Lock struct {
 	locker *Locker
-	h      *fair.Hold // the hold in the fair wait, with its lease
+	h      *handoff.Hold // the hold, with its lease
 }
 
 // Name is the lock's name.

@@ -7,9 +7,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-ref/seckill/lock/internal/backend"
 	"github.com/seckill-ref/seckill/lock/internal/core"
-	"github.com/seckill-ref/seckill/lock/internal/fair"
+	"github.com/seckill-ref/seckill/lock/internal/handoff"
 	"github.com/seckill-ref/seckill/lock/internal/lease"
+	"github.com/seckill-ref/seckill/lock/internal/queue"
 	"github.com/seckill-ref/seckill/lock/internal/replicas"
 )
 
@@ -21,12 +23,13 @@ import (
 // hand-off messages.
 //
 // It is a thin layer over the package's layers (see docs/lock.md): the
-// fair wait (lock/internal/fair), over the lease (lock/internal/lease),
-// over the core calls to Redis (lock/internal/core, or
-// lock/internal/redlock). Two mutexes guard its state, one per layer that
-// has shared state, and neither is ever taken while the other is held.
+// wait in one process (lock/internal/handoff), over the line of waiting
+// processes in Redis (lock/internal/queue) and the subscription that
+// carries its grants (lock/internal/subscription), over the lease
+// (lock/internal/lease) and the pattern itself (lock/internal/core, or
+// lock/internal/redlock over several masters).
 type Locker struct {
-	f    *fair.Locker
+	f    *handoff.Locker
 	opts Options
 }
 
@@ -34,10 +37,13 @@ type Locker struct {
 // or shortening a step; the zero value is the lock as documented. Only the
 // package's tests set them (export_test.go), per Locker.
 type testControls struct {
-	fair               fair.TestControls
+	handoff            handoff.TestControls
 	keepSubMillisecond bool
 	retryScriptCalls   bool
-	scripts            *core.Scripts // nil: the lock's own
+	// edit, when set, changes each script's source, by name ("acquire",
+	// "wait", "release", "withdraw", "unlock"), before it is compiled: a
+	// broken rule.
+	edit func(name, src string) string
 }
 
 // New returns a Locker whose locks live in the Redis deployment behind
@@ -47,25 +53,28 @@ func New(client redis.UniversalClient, opts Options) (*Locker, error) {
 }
 
 func newSingle(client redis.UniversalClient, opts Options, tc testControls) (*Locker, error) {
-	return newLocker(opts, tc, func(o Options, id string, _ func(func())) core.Backend {
-		var b core.Backend = core.NewSingle(client, core.Config{
-			TTL: o.TTL, EntryLease: o.entryLease(), FenceTTLms: o.fenceTTLms(),
-			Scripts: o.scripts(tc), RetryScriptCalls: tc.retryScriptCalls,
+	return newLocker(opts, tc, func(o Options, id string, _ func(func())) backend.Backend {
+		s := o.scripts(tc)
+		c := core.New(client, core.Config{TTL: o.TTL, FenceTTL: o.fenceTTL(), Scripts: s.core, RetryScriptCalls: tc.retryScriptCalls})
+		q := queue.New(client, queue.Config{
+			TTL: o.TTL, EntryLease: o.entryLease(), FenceTTL: o.fenceTTL(), Reserve: burst - 1,
+			Scripts: s.queue, RetryScriptCalls: tc.retryScriptCalls,
 		}, id)
+		var confirm *replicas.Confirmer
 		if o.WaitReplicas > 0 {
-			b = replicas.New(b, client, o.WaitReplicas, o.WaitReplicasTimeout, o.TTL)
+			confirm = replicas.New(client, o.WaitReplicas, o.WaitReplicasTimeout, o.TTL)
 		}
-		return b
+		return backend.Single(client, c, q, confirm)
 	})
 }
 
 // newLocker checks opts and builds the layers over the backend mk makes.
-func newLocker(opts Options, tc testControls, mk func(o Options, id string, goCall func(func())) core.Backend) (*Locker, error) {
+func newLocker(opts Options, tc testControls, mk func(o Options, id string, goCall func(func())) backend.Backend) (*Locker, error) {
 	opts, err := opts.withDefaults(tc.keepSubMillisecond)
 	if err != nil {
 		return nil, err
 	}
-	cfg := fair.Config{
+	cfg := handoff.Config{
 		Prefix:          opts.Prefix,
 		TTL:             opts.TTL,
 		WaitTimeout:     opts.WaitTimeout,
@@ -79,21 +88,40 @@ func newLocker(opts Options, tc testControls, mk func(o Options, id string, goCa
 			BackoffCap:     opts.RecheckInterval,
 		},
 		Observer: opts.Observer,
-		Test:     tc.fair,
+		Test:     tc.handoff,
 	}
-	f := fair.New(cfg, func(id string, goCall func(func())) core.Backend { return mk(opts, id, goCall) })
+	f := handoff.NewLocker(cfg, func(id string, goCall func(func())) backend.Backend { return mk(opts, id, goCall) })
 	return &Locker{f: f, opts: opts}, nil
 }
 
-// scripts is the script set these options, and a test's controls, select.
-func (o Options) scripts(tc testControls) *core.Scripts {
-	switch {
-	case o.UnsafeCounterTokens:
-		return core.CounterTokenScripts
-	case tc.scripts != nil:
-		return tc.scripts
+// scriptSet are the scripts of the layers that have some.
+type scriptSet struct {
+	core  *core.Scripts
+	queue *queue.Scripts
+}
+
+// scripts are the scripts these options, and a test's controls, select:
+// the committed ones, or variants with the unsafe token rule of
+// UnsafeCounterTokens, or with a test's broken rule.
+func (o Options) scripts(tc testControls) scriptSet {
+	if !o.UnsafeCounterTokens && tc.edit == nil {
+		return scriptSet{core.DefaultScripts, queue.DefaultScripts}
 	}
-	return core.SafeScripts
+	src := map[string]string{"acquire": core.AcquireLua, "wait": queue.WaitLua, "release": queue.ReleaseLua,
+		"withdraw": queue.WithdrawLua, "unlock": queue.UnlockLua}
+	for name, s := range src {
+		if o.UnsafeCounterTokens && name != "unlock" {
+			var err error
+			if s, err = core.Splice(s, "token.lua", core.CounterTokensLua); err != nil {
+				panic(fmt.Sprintf("lock: %s: %v", name, err)) // the committed scripts all carry it
+			}
+		}
+		if tc.edit != nil {
+			s = tc.edit(name, s)
+		}
+		src[name] = s
+	}
+	return scriptSet{core.NewScripts(src["acquire"]), queue.NewScripts(src["wait"], src["release"], src["withdraw"], src["unlock"])}
 }
 
 // Acquire blocks until it holds the lock called name, ctx ends, or
@@ -142,7 +170,7 @@ func (l *Locker) TryAcquireAll(ctx context.Context, names []string) ([]*Lock, []
 // Locks must be this Locker's.
 func (l *Locker) ReleaseAll(ctx context.Context, locks []*Lock) []error {
 	errs := make([]error, len(locks))
-	var holds []*fair.Hold
+	var holds []*handoff.Hold
 	var at []int
 	for i, lk := range locks {
 		if lk.locker != l {
@@ -205,7 +233,7 @@ func (l *Locker) Close() error {
 func (l *Locker) Names() int { return l.f.Names() }
 
 // lock is the Lock of hold h, nil for none.
-func (l *Locker) lock(h *fair.Hold) *Lock {
+func (l *Locker) lock(h *handoff.Hold) *Lock {
 	if h == nil {
 		return nil
 	}

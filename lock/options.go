@@ -189,20 +189,24 @@ func (o Options) withDefaults(keepSubMillisecond bool) (Options, error) {
 // without a re-check.
 func (o Options) entryLease() time.Duration { return 5 * o.RecheckInterval }
 
-// claimLease is the lease of a grant to another process (common.lua's
-// grant_lease): as long as the grantee's place would outlive a crash, so
-// the grant blocks the lock no longer than that, and never longer than the
-// TTL.
+// claimLease is the lease of a grant to another process (the queue's
+// line.lua, grant_lease): as long as the grantee's place would outlive a
+// crash, so the grant blocks the lock no longer than that, and never
+// longer than the TTL.
 func (o Options) claimLease() time.Duration { return min(o.entryLease(), o.TTL) }
 
-// fenceTTLms is FenceTTL in whole milliseconds as the scripts take it: 0
-// for a counter that never expires.
-func (o Options) fenceTTLms() int64 {
-	if o.FenceTTL < 0 {
-		return 0
-	}
-	return o.FenceTTL.Milliseconds()
-}
+// fenceTTL is FenceTTL as the layers take it: 0 for a counter that never
+// expires.
+func (o Options) fenceTTL() time.Duration { return max(o.FenceTTL, 0) }
+
+// burst is how many holds in a row a process may make while other
+// processes wait: each token Redis issues to a process that waits for the
+// lock comes with burst - 1 more reserved (the queue's line.lua), which it
+// hands out with the lock to its own waiting goroutines without asking
+// Redis (handoff's passHeld), and then it queues behind the others. 4 lets
+// three hand-offs in four skip Redis, and bounds how long the others wait
+// for their turn.
+const burst = 4
 
 // Observer is told what the Locker does, for metrics. Methods are called
 // synchronously on the Locker's goroutines and must be fast. Embed

@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill-ref/seckill/lock/internal/core"
+	"github.com/seckill-ref/seckill/lock/internal/backend"
 	"github.com/seckill-ref/seckill/lock/internal/redlock"
 )
 
@@ -68,10 +68,9 @@ func newRedlock(clients []redis.UniversalClient, opts Options, tc testControls) 
 	if opts.WaitReplicas > 0 {
 		return nil, errors.New("lock: WaitReplicas applies to one master with replicas, not to Redlock")
 	}
-	return newLocker(opts, tc, func(o Options, _ string, goCall func(func())) core.Backend {
-		return redlock.New(clients, redlock.Config{
-			TTL: o.TTL, EntryLease: o.entryLease(), FenceTTLms: o.fenceTTLms(),
-			NodeTimeout: o.NodeTimeout, Scripts: o.scripts(tc), Go: goCall,
-		})
+	return newLocker(opts, tc, func(o Options, _ string, goCall func(func())) backend.Backend {
+		return backend.Quorum(redlock.New(clients, redlock.Config{
+			TTL: o.TTL, FenceTTL: o.fenceTTL(), NodeTimeout: o.NodeTimeout, Scripts: o.scripts(tc).core, Go: goCall,
+		}))
 	})
 }

@@ -25,8 +25,8 @@ import (
 // A Locker forgets a name once nobody here holds or awaits it, also after
 // a hand-off between two of its goroutines. The driver sleeps with no
 // timer while a local goroutine holds the lock; unless the last release
-// wakes it (Locker.tend wakes a running driver after every event), the
-// queue would stay in Locker.queues with its goroutine and its
+// wakes it (handoff's line.tend wakes a running driver after every event),
+// the line would stay in the Locker's map with its goroutine and its
 // Pub/Sub channel, and every later TryAcquire of the name in this process
 // would fail with "held or awaited in this process" although the lock is
 // free.
@@ -107,8 +107,8 @@ func TestCloseWithdrawsQueuedTicket(t *testing.T) {
 // locally, and a grant for the old ticket may arrive meanwhile. Handed to
 // the new goroutine, it would make a live Lock (Lost open, Err nil) of a
 // lock the withdraw then deletes and passes to somebody else. The ticket
-// leaves q.ticket before the withdraw is sent (queue.dropTicket), so
-// queue.grantArrived finds the grant stale.
+// leaves line.ticket before the withdraw is sent (handoff's dropTicket),
+// so the line finds the grant message stale.
 //
 // The withdraw is delayed on the network (150 ms, as in
 // TestLateAcquireAfterWithdrawIsRefused), which makes the interleaving

@@ -41,7 +41,7 @@ func TestLostRegistrationReplyControlRetriedCallRegrants(t *testing.T) {
 }
 
 // lostRegistrationReply: h holds the lock; p waits. p's registration (the
-// acquire script in mode '1', ticket T) runs and its reply is lost; a
+// wait script in mode join, ticket T) runs and its reply is lost; a
 // request identical to it (go-redis's retry) is held back on the network.
 // h then releases: the lock is granted, with a claim lease, to whichever
 // ticket p is queued under, and becomes p's Lock L. L's first extension is
@@ -148,7 +148,7 @@ func (f *registrationFaults) fault(p []byte) (dropReply bool, gate <-chan struct
 	defer f.mu.Unlock()
 	script, mode, ticket := lock.ScriptCall(parseCommand(p))
 	switch {
-	case f.registration == nil && script == "acquire" && mode == "1":
+	case f.registration == nil && script == "wait" && mode == "join":
 		f.registration, f.reg = append([]byte(nil), p...), ticket
 		return true, nil
 	case f.registration != nil && bytes.Equal(p, f.registration):
@@ -253,7 +253,7 @@ type lateAttemptConn struct {
 }
 
 func (c *lateAttemptConn) Write(p []byte) (int, error) {
-	if script, mode, _ := lock.ScriptCall(parseCommand(p)); script != "acquire" || mode != "0" || !c.armed.CompareAndSwap(true, false) {
+	if script, _, _ := lock.ScriptCall(parseCommand(p)); script != "acquire" || !c.armed.CompareAndSwap(true, false) {
 		return c.Conn.Write(p)
 	}
 	buf := append([]byte(nil), p...)

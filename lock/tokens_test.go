@@ -238,7 +238,7 @@ func redlockOver(t *testing.T, opts lock.Options, addrs ...string) *lock.Locker 
 // A grant taken by the waiting process's refresh (the grant message was
 // lost) when the fence counter is gone (evicted under a volatile-*
 // maxmemory policy, or deleted) still gives the process the lock: the
-// acquire script issues a token by the rule every acquisition follows
+// wait script issues a token by the rule every acquisition follows
 // when the counter is missing, the server's clock, and stores it.
 // Reporting the place lost instead would leave the lock held by a ticket
 // nobody takes until its claim lease ends.
@@ -256,7 +256,7 @@ func TestRefreshTakesGrantWhenTheCounterIsMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reply, err := lock.RunAcquireScript(ctx, admin, "res", ticket, "pid", "2")
+	reply, err := lock.RunWaitScript(ctx, admin, "res", ticket, "pid", "refresh")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -269,12 +269,11 @@ type delayDropConn struct {
 }
 
 func (c *delayDropConn) Write(p []byte) (int, error) {
-	args := parseCommand(p)
-	if script, _, _ := lock.ScriptCall(args); script != "release" || !c.armed.CompareAndSwap(true, false) {
+	script, requeue, _ := lock.ScriptCall(parseCommand(p))
+	if script != "release" || !c.armed.CompareAndSwap(true, false) {
 		return c.Conn.Write(p)
 	}
-	// EVALSHA sha numkeys keys... owner pid requeue ...: 5 keys.
-	if len(args) > 3+5+2 && args[3+5+2] != "" {
+	if requeue != "" {
 		c.requeued.Store(true)
 	}
 	if c.dropReply {

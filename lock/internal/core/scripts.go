@@ -2,48 +2,85 @@ package core
 
 import (
 	_ "embed"
+	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-ref/seckill/lock/internal/core/once"
 )
 
-//go:generate go run gen.go
+//go:generate go run gen.go -part token.lua=lua/token.lua lua/acquire.lua
 
-// The scripts are loaded once per server: redis.Script runs EVALSHA and
-// falls back to EVAL when the server answers NOSCRIPT (after a restart).
-// Each step of the lock is one script, so each is atomic and costs one
-// round trip. Each file in lua/ is a whole script, as Redis runs it;
-// acquire, release and withdraw (and their counter-token variants) are
-// generated from lua/parts/ (go generate; package luagen says how).
+// The scripts, one file each in lua/, as Redis runs them. Each step of the
+// lock is one script, so each is atomic and costs one round trip; they are
+// sent with EVALSHA, and with EVAL when the server does not know them yet
+// (after a restart).
 var (
+	// AcquireLua is lua/acquire.lua, with the lock's own token rule.
 	//go:embed lua/acquire.lua
-	acquireLua string
+	AcquireLua string
 	//go:embed lua/release.lua
 	releaseLua string
-	//go:embed lua/withdraw.lua
-	withdrawLua string
-	//go:embed lua/acquire_counter_tokens.lua
-	acquireCounterTokensLua string
-	//go:embed lua/release_counter_tokens.lua
-	releaseCounterTokensLua string
-	//go:embed lua/withdraw_counter_tokens.lua
-	withdrawCounterTokensLua string
 	//go:embed lua/extend.lua
 	extendLua string
+	//go:embed lua/abandon.lua
+	abandonLua string
+
+	// TokenLua is the rule that issues fencing tokens (lua/token.lua).
+	// Every script that gives the lock to someone, here and in the layers
+	// above, carries a copy of it (Splice).
+	//go:embed lua/token.lua
+	TokenLua string
+
+	// CounterTokensLua is the UNSAFE rule of Options.UnsafeCounterTokens,
+	// spliced into every script in place of TokenLua
+	// (lua/counter_tokens.lua).
+	//go:embed lua/counter_tokens.lua
+	CounterTokensLua string
 
 	// ExtendScript resets an owner's lease (lua/extend.lua).
 	ExtendScript = redis.NewScript(extendLua)
-	// SafeScripts are the lock's scripts; CounterTokenScripts issue tokens
-	// by the unsafe rule of Options.UnsafeCounterTokens.
-	SafeScripts         = NewScripts(acquireLua, releaseLua, withdrawLua)
-	CounterTokenScripts = NewScripts(acquireCounterTokensLua, releaseCounterTokensLua, withdrawCounterTokensLua)
 )
 
-// Scripts are the scripts that issue tokens and hand the lock over.
-type Scripts struct{ Acquire, Release, Withdraw *once.Script }
+// Scripts are the core's scripts, compiled.
+type Scripts struct {
+	acquire, release, abandon *once.Script
+}
 
-// NewScripts compiles the three scripts from their sources.
-func NewScripts(acquire, release, withdraw string) *Scripts {
-	return &Scripts{Acquire: once.NewScript(acquire), Release: once.NewScript(release), Withdraw: once.NewScript(withdraw)}
+// NewScripts compiles the core's scripts, with acquire as the acquire
+// script's source: AcquireLua, or a variant with another token rule
+// (Splice).
+func NewScripts(acquire string) *Scripts {
+	return &Scripts{acquire: once.NewScript(acquire), release: once.NewScript(releaseLua), abandon: once.NewScript(abandonLua)}
+}
+
+// DefaultScripts are the scripts as committed.
+var DefaultScripts = NewScripts(AcquireLua)
+
+// Hashes are the SHA1s by which the scripts are sent, by name, for tests
+// that tell the lock's calls apart on the wire.
+func (s *Scripts) Hashes() map[string]string {
+	return map[string]string{"acquire": s.acquire.Hash(), "release": s.release.Hash(),
+		"abandon": s.abandon.Hash(), "extend": ExtendScript.Hash()}
+}
+
+// Sources are the scripts' sources, to load them into a server's cache.
+func (s *Scripts) Sources() []string {
+	return []string{s.acquire.Src, s.release.Src, s.abandon.Src, extendLua}
+}
+
+// Splice returns script with its copy of the shared file part (the lines
+// between "-- >>> part" and "-- <<< part") replaced by body. A script that
+// carries no copy of part is an error. The committed scripts' copies are
+// kept in step with their files by go generate (gen.go), and checked by
+// the tests of each package that has scripts.
+func Splice(script, part, body string) (string, error) {
+	begin := strings.Index(script, "-- >>> "+part)
+	end := strings.Index(script, "-- <<< "+part)
+	if begin < 0 || end < begin {
+		return "", fmt.Errorf("the script carries no copy of %s", part)
+	}
+	begin += strings.IndexByte(script[begin:], '\n') + 1
+	return script[:begin] + body + script[end:], nil
 }

@@ -1,9 +1,10 @@
-// Package lease keeps a held lock's lease: it renews it in the background
-// (a watchdog, as Redisson's renews its 30 s lease every 10 s), and
-// reports its loss at once, through a Lost channel and cancelled contexts,
-// as etcd's concurrency.Session reports the end of its lease through
-// Done. It knows nothing of queues: the hold it belongs to (a Holder)
-// asks Redis, and is told of a loss.
+// Package lease keeps a held lock's lease, the pattern's first open
+// problem (the lease ends while the work goes on: post 1 and post 2 in
+// docs/lock.md's References): it renews the lease in the background (a
+// watchdog, as post 5 describes), and reports its loss at once, through a
+// Lost channel and cancelled contexts. It knows nothing of lines of
+// waiting processes: the hold it belongs to (a Holder) asks Redis, and is
+// told of a loss.
 //
 // Every Lease of one Keeper, and the Keeper's heap, are guarded by the
 // Keeper's one mutex, and this file is the only one that takes it.
@@ -229,9 +230,10 @@ type Ending struct {
 }
 
 // End marks l released, takes it from the watchdog and cancels its
-// contexts: the part of a release before its call. A second End is
-// core.ErrNotHeld.
-func (l *Lease) End() (Ending, error) {
+// contexts: the part of a release before its call, which begins at now
+// (the caller's clock reading, which it also uses for the call). A second
+// End is core.ErrNotHeld.
+func (l *Lease) End(now time.Time) (Ending, error) {
 	k := l.k
 	k.mu.Lock()
 	if l.released {
@@ -244,7 +246,7 @@ func (l *Lease) End() (Ending, error) {
 	// A renewal already in flight may still land: before the release
 	// script it extends a lease about to be deleted; after it, it finds no
 	// owner and, the lease being released, reports nothing.
-	if e.LostErr == nil && !time.Now().Before(l.deadline) {
+	if e.LostErr == nil && !now.Before(l.deadline) {
 		e.LostErr = ErrLeaseLost // ran out; the watchdog had not noticed yet
 	}
 	cancels := l.cancels

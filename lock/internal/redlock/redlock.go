@@ -1,8 +1,12 @@
-// Package redlock is the Redlock backend: a lock held on a quorum of N
-// independent Redis masters, so that a minority of them can fail or
-// restart empty. It implements core.Backend beside core.Single; package
-// lock's NewRedlock documents the algorithm and what it does not
-// guarantee.
+// Package redlock is the lock on a quorum of N independent Redis masters,
+// so that a minority of them can fail or restart empty: core's pattern on
+// every node at once, held only where a quorum holds it. Package lock's
+// NewRedlock documents the algorithm and what it does not guarantee.
+//
+// There is no line of waiting processes: different nodes could give the
+// lock to different processes, and none would have a quorum. A release
+// publishes a wake-up on each node instead, and the waiting processes try
+// again (package handoff).
 package redlock
 
 import (
@@ -21,48 +25,45 @@ import (
 )
 
 var (
-	//go:embed lua/redlock_withdraw.lua
-	withdrawLua string
+	//go:embed lua/release.lua
+	releaseLua string
 	//go:embed lua/raise_fence.lua
 	raiseFenceLua string
 
-	withdrawScript   = redis.NewScript(withdrawLua)
+	releaseScript    = redis.NewScript(releaseLua)
 	raiseFenceScript = redis.NewScript(raiseFenceLua)
 )
 
 // Config is what Redlock needs of the lock's options.
 type Config struct {
 	TTL         time.Duration // the lease
-	EntryLease  time.Duration // passed to the acquire script, which queues nobody here
-	FenceTTLms  int64         // the fence counter's lifetime in ms; 0: for ever
+	FenceTTL    time.Duration // the fence counter's lifetime; 0: for ever
 	NodeTimeout time.Duration // a node that has not answered by then counts as failed
-	Scripts     *core.Scripts // nil: core.SafeScripts
+	Scripts     *core.Scripts // nil: core.DefaultScripts
 	// Go runs fn in a goroutine its owner waits for before it ends: node
 	// calls that outlive the node timeout finish in the background.
 	Go func(fn func())
 }
 
-// Redlock is the quorum backend.
+// Redlock is the lock over the nodes.
 type Redlock struct {
-	nodes  []redis.UniversalClient
-	cfg    Config
-	quorum int
+	clients []redis.UniversalClient
+	nodes   []*core.Client
+	cfg     Config
+	quorum  int
 }
 
-// New returns the backend over the masters behind clients.
+// New returns the lock over the masters behind clients.
 func New(clients []redis.UniversalClient, cfg Config) *Redlock {
-	if cfg.Scripts == nil {
-		cfg.Scripts = core.SafeScripts
+	r := &Redlock{clients: clients, cfg: cfg, quorum: len(clients)/2 + 1}
+	for _, c := range clients {
+		r.nodes = append(r.nodes, core.New(c, core.Config{TTL: cfg.TTL, FenceTTL: cfg.FenceTTL, Scripts: cfg.Scripts}))
 	}
-	return &Redlock{nodes: clients, cfg: cfg, quorum: len(clients)/2 + 1}
+	return r
 }
 
-func (r *Redlock) Subscribers() []redis.UniversalClient { return r.nodes }
-
-// Confirm has nothing to confirm: the quorum is the confirmation.
-func (r *Redlock) Confirm(_ context.Context, ks []core.Keys, _ []string) ([]time.Time, []error) {
-	return make([]time.Time, len(ks)), make([]error, len(ks))
-}
+// Clients are the nodes' clients, whose Pub/Sub carries the wake-ups.
+func (r *Redlock) Clients() []redis.UniversalClient { return r.clients }
 
 // drift is the allowance for clock rate differences and processing time
 // that the reference implementation subtracts from every lease.
@@ -76,17 +77,17 @@ type nodeReply[T any] struct {
 // onEach runs call on every node in parallel and returns what each
 // answered within the node timeout; a node that did not answer in time
 // has the error context.DeadlineExceeded.
-func onEach[T any](ctx context.Context, r *Redlock, call func(ctx context.Context, i int, c redis.UniversalClient) (T, error)) []nodeReply[T] {
+func onEach[T any](ctx context.Context, r *Redlock, call func(ctx context.Context, i int) (T, error)) []nodeReply[T] {
 	type answer struct {
 		i int
 		nodeReply[T]
 	}
 	ch := make(chan answer, len(r.nodes))
-	for i, c := range r.nodes {
+	for i := range r.nodes {
 		r.cfg.Go(func() {
 			nctx, cancel := context.WithTimeout(ctx, r.cfg.NodeTimeout)
 			defer cancel()
-			v, err := call(nctx, i, c)
+			v, err := call(nctx, i)
 			ch <- answer{i, nodeReply[T]{v, err}}
 		})
 	}
@@ -113,82 +114,73 @@ collect:
 	return replies
 }
 
-// Contend tries again: no queue spans the nodes (different nodes could
-// grant to different processes, and none would have a quorum), so waiting
-// processes try again when a release wakes them, or at the re-check. The
-// process's ticket is not used: a failed try is withdrawn on every node,
-// so each has a ticket of its own.
-func (r *Redlock) Contend(ctx context.Context, k core.Keys, _ string, _ bool) (core.AcquireResult, error) {
-	return r.Attempt(ctx, k)
-}
-
-// Attempt takes the lock on a quorum of nodes under a new ticket, or
-// undoes the attempt everywhere. Each node's client retries its own call,
-// so a failed attempt is not tried again at once.
-func (r *Redlock) Attempt(ctx context.Context, k core.Keys) (core.AcquireResult, error) {
-	ticket := uuid.NewString()
+// Acquire takes the lock on a quorum of nodes under a fresh owner, or
+// undoes the attempt everywhere (channel is where the release wakes the
+// waiting processes). It holds the lock only with a quorum and while the
+// lease it can vouch for lasts: TTL less the attempt's time and the drift,
+// from before the first request. Its token is the largest its quorum
+// issued, after it raised every node of the quorum to it (raiseFences).
+func (r *Redlock) Acquire(ctx context.Context, k core.Keys, channel string) (core.Acquisition, error) {
+	owner := uuid.NewString()
 	start := time.Now()
-	replies := onEach(ctx, r, func(ctx context.Context, _ int, c redis.UniversalClient) ([]int64, error) {
-		return r.cfg.Scripts.Acquire.Run(ctx, c, k.ForTicket(ticket),
-			ticket, r.cfg.TTL.Milliseconds(), "redlock", "0", r.cfg.EntryLease.Milliseconds(), k.Channel,
-			r.cfg.FenceTTLms,
-		).Int64Slice()
+	replies := onEach(ctx, r, func(ctx context.Context, i int) (core.Acquisition, error) {
+		return r.nodes[i].AcquireAs(ctx, k, owner)
 	})
 	var held []int
 	var token int64
-	var retryIn time.Duration
+	var heldFor time.Duration
 	var errs []error
 	for i, rep := range replies {
 		switch {
 		case rep.err != nil:
 			errs = append(errs, fmt.Errorf("node %d: %w", i, rep.err))
-		case len(rep.v) == 3 && rep.v[0] == int64(core.Acquired):
+		case rep.v.Owner != "":
 			held = append(held, i)
-			token = max(token, rep.v[1])
-		case len(rep.v) == 3 && rep.v[2] > 0:
-			if d := core.Ms(rep.v[2]); retryIn == 0 || d < retryIn {
-				retryIn = d
-			}
+			token = max(token, rep.v.Token)
+		case rep.v.HeldFor > 0 && (heldFor == 0 || rep.v.HeldFor < heldFor):
+			heldFor = rep.v.HeldFor
 		}
 	}
 	deadline := start.Add(r.cfg.TTL - r.drift())
 	if len(held) >= r.quorum && time.Now().Before(deadline) && r.raiseFences(ctx, k, held, token) {
-		return core.AcquireResult{Status: core.Acquired, Owner: ticket, Token: token, Deadline: deadline}, nil
+		return core.Acquisition{Owner: owner, Token: token, Deadline: deadline}, nil
 	}
 	// Not a quorum, or too late to be worth anything: undo everywhere.
-	r.withdrawEverywhere(ctx, k, ticket)
+	r.Release(ctx, k, channel, owner)
 	if answered := len(r.nodes) - len(errs); answered < r.quorum {
-		return core.AcquireResult{}, fmt.Errorf("lock: only %d of %d Redis nodes answered: %w", answered, len(r.nodes), errors.Join(errs...))
+		return core.Acquisition{}, fmt.Errorf("lock: only %d of %d Redis nodes answered: %w", answered, len(r.nodes), errors.Join(errs...))
 	}
-	return core.AcquireResult{Status: core.Waiting, RetryIn: retryIn}, nil
+	return core.Acquisition{HeldFor: heldFor}, nil
 }
 
-// AttemptAll is Attempt for each lock of ks, all at once: each is a quorum
+// AcquireAll is Acquire for each lock of ks, all at once: each is a quorum
 // of its own, decided on its own clock reading, so they cannot share one
 // call per node as a single server's scripts share one pipeline.
-func (r *Redlock) AttemptAll(ctx context.Context, ks []core.Keys) ([]core.AcquireResult, []error) {
-	res, errs := make([]core.AcquireResult, len(ks)), make([]error, len(ks))
+func (r *Redlock) AcquireAll(ctx context.Context, ks []core.Keys, channels []string) ([]core.Acquisition, []error) {
+	res, errs := make([]core.Acquisition, len(ks)), make([]error, len(ks))
 	var wg sync.WaitGroup
 	for i, k := range ks {
-		wg.Go(func() { res[i], errs[i] = r.Attempt(ctx, k) })
+		wg.Go(func() { res[i], errs[i] = r.Acquire(ctx, k, channels[i]) })
 	}
 	wg.Wait()
 	return res, errs
 }
 
 // raiseFences sets the fence counter of the nodes in held to at least
-// token, and reports whether a quorum of them did.
+// token, and reports whether a quorum of them did. Any later quorum
+// shares a node with this one, so the next holder's token is larger, also
+// where a node's clock is behind the others'.
 func (r *Redlock) raiseFences(ctx context.Context, k core.Keys, held []int, token int64) bool {
 	want := make(map[int]bool, len(held))
 	for _, i := range held {
 		want[i] = true
 	}
 	tok := strconv.FormatInt(token, 10)
-	replies := onEach(ctx, r, func(ctx context.Context, i int, c redis.UniversalClient) (bool, error) {
+	replies := onEach(ctx, r, func(ctx context.Context, i int) (bool, error) {
 		if !want[i] {
 			return false, nil
 		}
-		return true, raiseFenceScript.Run(ctx, c, []string{k.Fence}, tok, r.cfg.FenceTTLms).Err()
+		return true, raiseFenceScript.Run(ctx, r.clients[i], []string{k.Fence}, tok, r.cfg.FenceTTL.Milliseconds()).Err()
 	})
 	raised := 0
 	for _, rep := range replies {
@@ -199,78 +191,48 @@ func (r *Redlock) raiseFences(ctx context.Context, k core.Keys, held []int, toke
 	return raised >= r.quorum
 }
 
-// withdrawEverywhere withdraws ticket on every node (redlock_withdraw.lua),
-// without the caller's cancellation: it runs when an attempt failed or was
-// cancelled, and to release. It returns how many nodes the ticket held.
-func (r *Redlock) withdrawEverywhere(ctx context.Context, k core.Keys, ticket string) int {
+// Release gives owner up on every node (lua/release.lua), without the
+// caller's cancellation: it runs to release, and when an attempt failed or
+// was cancelled. It reports whether a quorum had the lock.
+func (r *Redlock) Release(ctx context.Context, k core.Keys, channel, owner string) bool {
 	ctx = context.WithoutCancel(ctx)
 	deleted := 0
-	for _, rep := range onEach(ctx, r, func(ctx context.Context, _ int, c redis.UniversalClient) (int64, error) {
-		return withdrawScript.Run(ctx, c, []string{k.Lock, k.Tombstone(ticket)}, ticket, k.Channel, r.cfg.TTL.Milliseconds()).Int64()
+	for _, rep := range onEach(ctx, r, func(ctx context.Context, i int) (int64, error) {
+		return releaseScript.Run(ctx, r.clients[i], []string{k.Lock, k.Tombstone(owner)}, owner, channel, r.cfg.TTL.Milliseconds()).Int64()
 	}) {
 		if rep.err == nil && rep.v == 1 {
 			deleted++
 		}
 	}
-	return deleted
-}
-
-// Release deletes the lock on every node; it was held if a quorum had it.
-func (r *Redlock) Release(ctx context.Context, k core.Keys, owner, _ string) (core.ReleaseResult, error) {
-	deleted := r.withdrawEverywhere(ctx, k, owner)
-	return core.ReleaseResult{Released: deleted >= r.quorum}, nil
-}
-
-// ReleaseAll is Release for each lock of rs, all at once.
-func (r *Redlock) ReleaseAll(ctx context.Context, rs []core.ReleaseReq) ([]core.ReleaseResult, []error) {
-	res, errs := make([]core.ReleaseResult, len(rs)), make([]error, len(rs))
-	var wg sync.WaitGroup
-	for i, q := range rs {
-		wg.Go(func() { res[i], errs[i] = r.Release(ctx, q.K, q.Owner, q.Requeue) })
-	}
-	wg.Wait()
-	return res, errs
-}
-
-func (r *Redlock) Withdraw(ctx context.Context, k core.Keys, ticket string) error {
-	r.withdrawEverywhere(ctx, k, ticket)
-	return nil
-}
-
-// WithdrawAll withdraws every ticket at once, each on every node.
-func (r *Redlock) WithdrawAll(ctx context.Context, ks []core.Keys, tickets []string) []error {
-	var wg sync.WaitGroup
-	for i, k := range ks {
-		wg.Go(func() { r.withdrawEverywhere(ctx, k, tickets[i]) })
-	}
-	wg.Wait()
-	return make([]error, len(ks))
+	return deleted >= r.quorum
 }
 
 // Extend needs a quorum, within the lease it extends.
 func (r *Redlock) Extend(ctx context.Context, k core.Keys, owner string) (time.Time, bool, error) {
 	start := time.Now()
-	replies := onEach(ctx, r, func(ctx context.Context, _ int, c redis.UniversalClient) (int64, error) {
-		return core.ExtendScript.Run(ctx, c, []string{k.Lock}, owner, r.cfg.TTL.Milliseconds()).Int64()
+	type extended struct{ ok bool }
+	replies := onEach(ctx, r, func(ctx context.Context, i int) (extended, error) {
+		_, ok, err := r.nodes[i].Extend(ctx, k, owner)
+		return extended{ok}, err
 	})
-	extended, refused := 0, 0
+	ok, refused := 0, 0
 	var errs []error
 	for i, rep := range replies {
 		switch {
 		case rep.err != nil:
 			errs = append(errs, fmt.Errorf("node %d: %w", i, rep.err))
-		case rep.v == 1:
-			extended++
+		case rep.v.ok:
+			ok++
 		default:
 			refused++
 		}
 	}
 	deadline := start.Add(r.cfg.TTL - r.drift())
 	switch {
-	case extended >= r.quorum && time.Now().Before(deadline):
+	case ok >= r.quorum && time.Now().Before(deadline):
 		return deadline, true, nil
 	case len(r.nodes)-refused < r.quorum:
-		return deadline, false, nil // a quorum says we are not the owner
+		return deadline, false, nil // a quorum says this owner no longer holds the lock
 	}
-	return deadline, false, fmt.Errorf("lock: extended on %d of %d nodes: %w", extended, len(r.nodes), errors.Join(errs...))
+	return deadline, false, fmt.Errorf("lock: extended on %d of %d nodes: %w", ok, len(r.nodes), errors.Join(errs...))
 }

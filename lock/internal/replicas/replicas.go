@@ -1,8 +1,8 @@
 // Package replicas confirms each acquisition on the replicas of the master
-// that holds it (Redis WAIT), as Redisson does for a master with replicas:
-// the lock is written on the master and replicated asynchronously, so a
-// failover right after the acquisition can lose it. It is a core.Backend
-// that adds that one step to another.
+// that holds it (Redis WAIT): the lock is written on the master and
+// replicated asynchronously, so a failover right after the acquisition can
+// lose it (post 2 in docs/lock.md's References, the pattern's third
+// problem). It is one step, after any acquisition, however it came.
 package replicas
 
 import (
@@ -20,20 +20,19 @@ import (
 // core.ErrNotAcquired.
 var ErrNotReplicated = fmt.Errorf("%w: too few replicas acknowledged", core.ErrNotAcquired)
 
-// Backend is b, whose every acquisition is confirmed by n replicas.
-type Backend struct {
-	core.Backend
+// Confirmer confirms acquisitions on n replicas.
+type Confirmer struct {
 	client  redis.UniversalClient
 	n       int
 	timeout time.Duration
 	ttl     time.Duration
 }
 
-// New makes b wait, after every acquisition, until n replicas of the
-// master behind client acknowledge it, for at most timeout; ttl is the
-// lease.
-func New(b core.Backend, client redis.UniversalClient, n int, timeout, ttl time.Duration) *Backend {
-	return &Backend{Backend: b, client: client, n: n, timeout: timeout, ttl: ttl}
+// New returns the Confirmer that waits, after an acquisition, until n
+// replicas of the master behind client acknowledge it, for at most
+// timeout; ttl is the lease.
+func New(client redis.UniversalClient, n int, timeout, ttl time.Duration) *Confirmer {
+	return &Confirmer{client: client, n: n, timeout: timeout, ttl: ttl}
 }
 
 // Confirm extends each owner's lease and then runs one WAIT on the same
@@ -43,7 +42,7 @@ func New(b core.Backend, client redis.UniversalClient, n int, timeout, ttl time.
 // the locks one call won wait out one replica timeout together, not one
 // each. Too few replicas in time: every lock of the call fails with
 // ErrNotReplicated, and the caller releases them.
-func (b *Backend) Confirm(ctx context.Context, ks []core.Keys, owners []string) ([]time.Time, []error) {
+func (b *Confirmer) Confirm(ctx context.Context, ks []core.Keys, owners []string) ([]time.Time, []error) {
 	deadlines, errs := make([]time.Time, len(ks)), make([]error, len(ks))
 	if len(ks) == 0 {
 		return deadlines, errs
@@ -82,7 +81,7 @@ func anyNoScript(cmds []*redis.Cmd) bool {
 // that all run on one connection: WAIT counts the replicas that have this
 // connection's last write. eval sends the scripts' source (after
 // NOSCRIPT).
-func (b *Backend) extendAndWait(ctx context.Context, ks []core.Keys, owners []string, eval bool) (exts []*redis.Cmd, acks *redis.Cmd, err error) {
+func (b *Confirmer) extendAndWait(ctx context.Context, ks []core.Keys, owners []string, eval bool) (exts []*redis.Cmd, acks *redis.Cmd, err error) {
 	pipe := b.client.Pipeline()
 	exts = make([]*redis.Cmd, len(ks))
 	for i, k := range ks {

@@ -1,334 +1,105 @@
--- Generated from lua/parts/ by gen.go; do not edit. Run go generate
--- ./lock/... after changing a part.
--- The server's clock and the fencing token, in every script that can hand
--- the lock over. It comes before the acquire's fast path (acquire_fast.lua),
--- which runs before common.lua's helpers are even defined (defining them
--- costs more server time than the fast path's commands), so that both
--- paths issue tokens by the same rule. The release's fast path issues no
--- token and comes before this (release_fast.lua).
---   KEYS[2]     fence: the last fencing token issued for this lock (string)
---   ARGV[#ARGV] the fence counter's lifetime in ms ('0': it never expires)
-local fence_key, fence_ttl = KEYS[2], ARGV[#ARGV]
+-- acquire: take the lock for a new owner if it is free, and give the
+-- acquisition its fencing token. The first two steps are the whole
+-- pattern; the token (token.lua, copied in) comes only to an owner that
+-- took the lock.
+--
+--   KEYS[1] lock       the owner's UUID, with the lease as its TTL
+--   KEYS[2] fence      the last fencing token of the lock (token.lua)
+--   KEYS[3] tombstone  exists if the owner was abandoned (abandon.lua)
+--   ARGV[1] owner      a fresh UUID: only this acquisition can release or
+--                      extend the lock
+--   ARGV[2] the lease in ms
+--   ARGV[3] the fence counter's lifetime in ms ('0': it never expires)
+--
+-- Returns the token, a positive number, when the owner took the lock;
+-- -1 - pttl when another owner holds it (pttl: the rest of that lease, in
+-- ms); nil when the owner was abandoned before this request arrived.
+-- (Numbers, not a table: the reply is on every acquisition's path, and a
+-- table costs Redis more to send.)
+local lock, fence, tombstone = KEYS[1], KEYS[2], KEYS[3]
+local owner, ttl, fence_ttl = ARGV[1], ARGV[2], ARGV[3]
 
--- The server's clock, read at most once per script. Every expiry is judged
--- on this one clock, so clients' clocks never need to agree. time returns
--- TIME's reply (seconds, microseconds), now_us the same instant in µs.
-local clock, clock_us
-local function time()
+
+-- Mutual exclusion and no deadlock in one atomic command: the key is set
+-- only if nobody holds it (NX), and with the lease (PX), so a holder that
+-- dies frees it after ttl. SETNX then EXPIRE leaves a lock that never
+-- expires when the client dies in between (antipattern.SetNXThenExpire;
+-- post 1 and post 4 in docs/lock.md's References, "wrong lock one").
+if not redis.call('SET', lock, owner, 'NX', 'PX', ttl) then
+  return -1 - math.max(redis.call('PTTL', lock), 0)
+end
+-- An acquire whose reply never came may still arrive, late, after its
+-- client gave the owner up and moved on: it must not take the lock for a
+-- whole lease, for nobody. No other client can act between the SET and
+-- the DEL: the script is atomic.
+if redis.call('EXISTS', tombstone) == 1 then
+  redis.call('DEL', lock)
+  return false
+end
+-- >>> token.lua (a copy; edit lock/internal/core/lua/token.lua, then go generate ./lock/...)
+-- token.lua: the server's clock and the fencing token. Every script that
+-- gives the lock to someone carries a copy of this file, between the
+-- lines that name it (go generate ./lock/... keeps the copies in step).
+--
+-- now is the server's clock (TIME: seconds, microseconds), read once per
+-- script. Every lease and every token is judged on this one clock, so the
+-- clients' clocks never need to agree.
+local clock
+local function now()
   if not clock then clock = redis.call('TIME') end
   return clock
 end
-local function now_us()
-  if not clock_us then
-    local t = time()
-    clock_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
-  return clock_us
-end
 
--- Integers above 10^14 lose digits through Lua's default number formatting;
--- '%.0f' prints every integer a double holds exactly (up to 2^53).
-local function int(n) return string.format('%.0f', n) end
-
--- set_fence stores tok, a string of digits, as the last token, with the
--- counter's lifetime, and returns the one it replaces (nil if there was
--- none): one command, SET with GET. The lifetime is safe to give it
--- because a token is never smaller than the clock (next_token below): once
--- the counter has expired, the clock alone is larger than every earlier
--- token, unless the server's clock stepped back by nearly the lifetime
--- (Options.FenceTTL).
-local function set_fence(tok)
-  if fence_ttl == '0' then
-    return redis.call('SET', fence_key, tok, 'GET')
-  end
-  return redis.call('SET', fence_key, tok, 'PX', fence_ttl, 'GET')
-end
-
--- next_token issues the fencing token of a new acquisition: the server's
--- clock in microseconds, or the last token plus one if that is larger.
--- The counter makes tokens strictly increase on one server. The clock makes
--- them keep increasing when the counter comes back older or not at all: a
--- restart without persistence loses it, and a restart from a snapshot taken
--- before the latest acquisitions, or a failover to a replica that had not
--- received them, brings back an older value from which last + 1 would issue
--- again tokens already handed out. The counter leads the clock only for a
--- while: when acquisitions come faster than one per microsecond, when
--- Redlock raised it to a token another node's clock issued
--- (raise_fence.lua), or after a failover from a master whose clock ran
--- ahead of this one; tokens then count up from it until the clock passes
--- it. Either way the first token after such a loss is larger than every
--- earlier one as long as this server's clock reads later than the last
--- token: clocks (one server's across its restart, a master's and its
--- replicas') that differ by less than the restart or failover took, and
--- never step back by more. The counter's expiry (fence_ttl) is one more
--- such loss, after a whole lifetime without an acquisition.
+-- next_token issues the fencing token of a new acquisition and records it
+-- as the last one in the counter fence, which lives fence_ttl ms ('0': for
+-- ever): the server's clock in microseconds, or the last token plus one if
+-- that is larger. The resource the lock protects refuses a holder whose
+-- token is older than one it has seen, and so stops a holder that stalled
+-- past its lease (the fencing token of docs/lock.md's References).
 --
--- reserve: how many tokens after the one issued are set aside for the
--- holder's process, which hands them out with the lock to its own waiting
--- goroutines without a round trip (release.lua sets it; fair.Locker.Release).
--- The counter then records the last reserved token, so that whoever takes
--- the lock next, even if that process crashed mid-run, gets a larger one.
-local reserve = 0
-local function next_token()
-  -- The clock's digits, built as a string: string.format and the
-  -- arithmetic cost more server time than the rest of the fast path's
-  -- token. TIME gives the seconds and the microseconds (0 to 999999).
-  local t = time()
+-- Why both. The counter makes tokens strictly increase on one server. The
+-- clock makes them keep increasing when Redis loses the counter's latest
+-- value: a restart without persistence loses it, and a restart from a
+-- snapshot taken before the latest acquisitions, or a failover to a
+-- replica that had not received them, brings back an older value, from
+-- which the counter alone would issue again tokens already handed out.
+-- The first token after such a loss is larger than every earlier one as
+-- long as this server's clock reads later than the last token: clocks (one
+-- server's across its restart, a master's and its replicas') that differ
+-- by less than the restart or failover took. The same rule lets the
+-- counter expire a whole fence_ttl after the last acquisition. The counter
+-- leads the clock only for a while: when acquisitions come faster than one
+-- per microsecond, or after Redlock raised it to another node's token.
+local function next_token(fence, fence_ttl)
+  -- The clock's digits, as a string: Lua's arithmetic and string.format
+  -- cost more server time than the rest of the script. Strings of digits
+  -- of one length compare as their numbers (the seconds have 10 digits
+  -- from 2001 to 2286), so the common case, the counter behind the clock,
+  -- needs no conversion.
+  local t = now()
   local tok = t[1] .. string.sub('00000' .. t[2], -6)
   local last
-  if reserve == 0 then
-    last = set_fence(tok)
-    -- Strings of digits of one length compare as their numbers (the
-    -- seconds have 10 digits from 2001 to 2286), so the common case needs
-    -- no conversion: the counter is behind the clock.
-    if not last or (#last == #tok and last < tok) then
-      return tonumber(tok)
-    end
+  if fence_ttl == '0' then
+    last = redis.call('SET', fence, tok, 'GET')
   else
-    last = set_fence(int(tonumber(tok) + reserve))
+    last = redis.call('SET', fence, tok, 'PX', fence_ttl, 'GET')
+  end
+  if not last or (#last == #tok and last < tok) then
+    return tonumber(tok)
   end
   local n = tonumber(tok)
-  if last and tonumber(last) >= n then
+  if tonumber(last) >= n then
+    -- '%.0f' prints every integer a double holds exactly (up to 2^53);
+    -- Lua's default format loses digits above 10^14.
     n = tonumber(last) + 1
-    set_fence(int(n + reserve))
+    if fence_ttl == '0' then
+      redis.call('SET', fence, string.format('%.0f', n))
+    else
+      redis.call('SET', fence, string.format('%.0f', n), 'PX', fence_ttl)
+    end
   end
   return n
 end
--- acquire, fast path (the arguments are acquire.lua's). An uncontended
--- attempt (mode '0'): SET NX PX takes the lock if it is free; then EXISTS
--- checks the queue and the ticket's tombstone in one command. With neither,
--- nobody is owed the lock first and the ticket was not withdrawn: the
--- token, and done. With either, the SET is undone (no other client can
--- act on it in between: the script is atomic, though the SET and DEL
--- reach replicas and keyspace notifications) and the general path,
--- acquire.lua, decides. If the lock is held by another owner, say for how
--- long: whoever is queued, a held lock is not ours to take, and a waiting
--- caller queues next. Anything else (another mode, the lock held by this
--- very ticket) goes on to the general path.
-if ARGV[4] == '0' then
-  if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-    if redis.call('EXISTS', KEYS[3], KEYS[5]) == 0 then
-      return {1, next_token(), tonumber(ARGV[2])}
-    end
-    redis.call('DEL', KEYS[1])
-  else
-    local cur = redis.call('GET', KEYS[1])
-    if cur ~= ARGV[1] and cur ~= ARGV[1] .. ' q' then
-      return {0, 0, redis.call('PTTL', KEYS[1])}
-    end
-  end
-end
-local function general()
--- Shared by every script that can hand the lock over, after token.lua and
--- the script's fast path: the helpers of its general path. The keys of one
--- lock share a hash tag, so they sit in one Cluster slot and one script may
--- touch them all:
---   KEYS[1] lock     string: the owner's UUID, with the lease as its TTL;
---                    followed by ' q' while processes are queued (below)
---   KEYS[2] fence    string: the last fencing token issued (token.lua)
---   KEYS[3] queue    list:   ids of processes waiting, oldest first
---   KEYS[4] waiters  hash:   process id -> "<expiry ms> <ttl ms> <claim ms> <ticket>"
---   KEYS[5] tombstone string: marks the ticket the script is about as
---                    withdrawn (withdraw.lua): it must never win again (acquire
---                    refuses it, and release does not queue it)
-local lock_key, queue_key, waiters_key, tombstone_key = KEYS[1], KEYS[3], KEYS[4], KEYS[5]
+-- <<< token.lua
 
-local function now_ms() return math.floor(now_us() / 1000) end
-
--- While processes are queued, the lock's value is its owner's ticket
--- followed by queued, so that a release learns from the GET it does
--- anyway that the queue needs serving, and touches the queue only then
--- (release_fast.lua). Every write of a held lock while the queue exists
--- carries the mark: enqueue marks the holder's value when it puts a
--- process in line, and a grant marks its grantee's. A value is unmarked
--- only where the queue is known to be empty: acquire_fast.lua (EXISTS),
--- and a lock taken or kept when the queue is empty (acquire.lua,
--- release.lua). A mark left after the queue emptied, or expired, costs
--- its release one look at the queue, nothing more.
-local queued = ' q'
-
--- owns reports whether the lock's value v belongs to ticket.
-local function owns(v, ticket)
-  return v == ticket or v == ticket .. queued
-end
-
--- withdrawn reports whether the ticket whose tombstone is key was withdrawn.
-local function withdrawn(key)
-  return redis.call('EXISTS', key) == 1
-end
-
--- requeue_withdrawn reports whether the ticket a release is to queue the
--- process under (release.lua) was withdrawn while the release was on its way.
-local function requeue_withdrawn(key)
-  return withdrawn(key)
-end
-
--- live_entry returns pid's queue entry if it has not expired. An expired
--- entry can linger in the hash (grant_next drops it only when it reaches
--- it, and the hash can outlive the list), but its place in the list is not
--- kept: the list expires with the last live entry's lease. A process whose
--- entry expired is no longer in line, whatever the hash still says.
-local function live_entry(pid)
-  local entry = redis.call('HGET', waiters_key, pid)
-  if entry and tonumber(string.match(entry, '^%d+')) > now_ms() then
-    return entry
-  end
-  return nil
-end
-
--- enqueue puts process pid at the back of the queue, or refreshes its entry
--- where it already stands. The entry expires lease ms from now unless the
--- process refreshes it, so a crashed process drops out of the queue; a grant
--- to another process starts with a claim lease as long as the entry's.
--- standing: the caller has just seen pid's live entry (no need to read it
--- again). cur: the lock's value now (nil when it is free), which a process
--- new in line marks queued.
-local function enqueue(pid, ticket, ttl, lease, standing, cur)
-  if not standing and not live_entry(pid) then
-    -- Not in line: never queued, or its entry expired. An expired entry
-    -- may have left its id in the list; one place per process.
-    redis.call('LREM', queue_key, 0, pid)
-    redis.call('RPUSH', queue_key, pid)
-    if cur and string.sub(cur, -#queued) ~= queued then
-      redis.call('SET', lock_key, cur .. queued, 'KEEPTTL')
-    end
-  end
-  redis.call('HSET', waiters_key, pid, int(now_ms() + lease) .. ' ' .. ttl .. ' ' .. int(lease) .. ' ' .. ticket)
-  -- The queue keys outlive every entry, and are only ever extended: a
-  -- process with a shorter lease must not cut another's short.
-  for _, k in ipairs({queue_key, waiters_key}) do
-    if redis.call('PTTL', k) < lease then
-      redis.call('PEXPIRE', k, lease)
-    end
-  end
-end
-
--- grant_lease is the lease a grant starts with. The caller's own process
--- (me) is alive, running this script, and takes the grant from the reply:
--- it gets the full lease. Any other process may have crashed since it last
--- refreshed its entry, which outlives it by up to the entry's lease. Its
--- grant gets only a claim lease, as long as that entry lease (or the full
--- lease, if that is shorter), and the grantee extends it to the full lease
--- when it takes the grant. A grant to a crashed process then blocks the
--- lock for a claim lease, not a TTL.
-local function grant_lease(pid, me, ttl, claim)
-  if pid == me then return ttl end
-  return math.min(tonumber(claim), tonumber(ttl))
-end
-
--- grant_next hands the free lock to the oldest live waiting process: the
--- lock's value becomes that process's ticket (a fresh UUID), with a new
--- fencing token, in this same script. No other client can take the lock in
--- between, so the hand-off is in queue order and costs the next holder no
--- round trip. Other processes learn of their grant from the message on the
--- lock's channel; the caller (me) learns from the reply. The grantee's
--- value is marked queued: others may be in line behind it. The message
--- names the token and the last one reserved with it (token.lua, reserve).
--- Returns the process id, ticket, token and lease in ms, or nil when
--- nobody live is waiting.
-local function grant_next(channel, me)
-  while true do
-    local pid = redis.call('LPOP', queue_key)
-    if not pid then return nil end
-    local entry = redis.call('HGET', waiters_key, pid)
-    if entry then
-      redis.call('HDEL', waiters_key, pid)
-      local expiry, ttl, claim, ticket = string.match(entry, '^(%d+) (%d+) (%d+) (.+)$')
-      if expiry and tonumber(expiry) > now_ms() then
-        local px = grant_lease(pid, me, ttl, claim)
-        redis.call('SET', lock_key, ticket .. queued, 'PX', px)
-        local tok = next_token()
-        if pid ~= me then
-          redis.call('PUBLISH', channel, pid .. ' ' .. ticket .. ' ' .. int(tok) .. ' ' .. int(tok + reserve))
-        end
-        return pid, ticket, tok, tonumber(px)
-      end
-    end
-  end
-end
--- acquire: take the lock for ARGV[1], or queue this process so that a
--- release hands the lock to it. This is the general path, which runs when
--- the fast path (acquire_fast.lua) does not decide.
---   ARGV[1] ticket (the owner UUID of this acquisition)
---   ARGV[2] lease in ms          ARGV[3] process id
---   ARGV[4] mode: '0' take it if free, do not queue; '1' queue under this
---           new ticket; '2' refresh our place in the queue
---   ARGV[5] queue entry lease in ms   ARGV[6] channel for grants
---   ARGV[7] the fence counter's lifetime in ms ('0': none; token.lua)
--- Returns {1, token, lease} when the caller holds the lock, {0, 0, pttl} when
--- another owner does, {-1, 0, 0} when mode '2' finds our place gone, and
--- {-2, 0, 0} when the ticket was withdrawn.
-local ticket, ttl, pid, mode, lease, channel =
-  ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
-
-local cur = redis.call('GET', lock_key)
-if owns(cur, ticket) then
-  -- Granted to this ticket by a release whose message we have not seen (or
-  -- lost), with a claim lease: take it, with the full lease. Nobody can
-  -- have acquired since, so the fence holds our token, or the last one
-  -- reserved with it (token.lua, reserve), which is as good: larger than
-  -- every token handed out, and never issued to anyone else. The grant set
-  -- the counter's lifetime, which is at least the lease (Options.FenceTTL).
-  local tok = redis.call('GET', fence_key)
-  if tok then
-    tok = tonumber(tok)
-  else
-    -- The counter went while the claim lasted: evicted (a volatile-*
-    -- maxmemory policy may pick it) or deleted. Recreate it as any
-    -- acquisition does after the counter was lost: next_token issues a
-    -- token from the server's clock, larger than every earlier one under
-    -- the clock assumption (Lock.Token). Reporting the place lost
-    -- instead would leave the lock held by this ticket, which nobody
-    -- would take, until the claim lease ended.
-    tok = next_token()
-  end
-  redis.call('PEXPIRE', lock_key, ttl)
-  return {1, tok, tonumber(ttl)}
-end
-if cur and mode == '0' then
-  return {0, 0, redis.call('PTTL', lock_key)} -- held, and we do not queue
-end
-if withdrawn(tombstone_key) then
-  -- The client gave this ticket up (its call timed out, or its waiters
-  -- left) and this request arrived late: it must not take the lock, nor
-  -- queue for it.
-  return {-2, 0, 0}
-end
-if mode == '2' then
-  local entry = live_entry(pid)
-  if not entry or string.sub(entry, -#ticket) ~= ticket then
-    -- Our entry expired (the refresh came late: our place is gone, even if
-    -- the hash still has the entry), the ticket was granted and that lease
-    -- has ended since, or a newer ticket of ours stands there (this request
-    -- is late and must not overwrite it). A grant message for the ticket
-    -- may still be in flight: never reuse it, so that message cannot be
-    -- taken for a live lease.
-    return {-1, 0, 0}
-  end
-end
-if mode ~= '0' then
-  enqueue(pid, ticket, ttl, lease, mode == '2', cur) -- mode '2' found its entry live
-end
-if not cur then
-  -- Free, and a queue exists (the caller may be in it): serve it in order
-  -- instead of letting a newcomer barge in. If nobody in it is live any
-  -- more (every entry expired), the caller takes the lock.
-  local gpid, gticket, tok, gttl = grant_next(channel, pid)
-  if not gpid then
-    redis.call('SET', lock_key, ticket, 'PX', ttl)
-    return {1, next_token(), tonumber(ttl)}
-  end
-  if gpid == pid then
-    if gticket ~= ticket then
-      -- An older ticket of ours was still queued: the grant is ours
-      -- either way, and goes to the ticket the caller is waiting on.
-      redis.call('SET', lock_key, ticket .. queued, 'PX', gttl)
-    end
-    return {1, tok, gttl}
-  end
-  return {0, 0, gttl}
-end
-return {0, 0, redis.call('PTTL', lock_key)}
-
-end
-return general()
+return next_token(fence, fence_ttl)

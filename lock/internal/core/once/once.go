@@ -1,9 +1,10 @@
 // Package once sends Redis scripts that must not run twice. go-redis
 // sends a command again when its reply is lost (a broken connection, a
 // read timeout), and the first run may well have happened; a script cannot
-// tell a retry from a first run. The lock's calls that must not run twice
-// (an attempt to acquire, a registration in the queue, a release) go
-// through here, and their callers handle the unknown outcome instead.
+// tell a retry from a first run. An acquire run twice, the second time
+// after its lock was released, would take the lock again for nobody. The
+// lock's calls that must not run twice go through here, and their callers
+// handle the unknown outcome instead.
 package once
 
 import (
@@ -44,7 +45,7 @@ func Run(ctx context.Context, c redis.UniversalClient, s *Script, retry bool, ke
 	}
 	cmd := evalCmd(ctx, "evalsha", s.Hash(), keys, args)
 	_ = c.Process(ctx, onceCmd{cmd})
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+	if cmd.Err() != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 		cmd = evalCmd(ctx, "eval", s.Src, keys, args)
 		_ = c.Process(ctx, onceCmd{cmd})
 	}
@@ -71,7 +72,7 @@ func RunAll(ctx context.Context, c redis.UniversalClient, s *Script, cmds []*red
 	run("evalsha", s.Hash(), all)
 	var unknown []int
 	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		if cmd.Err() != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 			unknown = append(unknown, i)
 		}
 	}

@@ -1,0 +1,63 @@
+-- token.lua: the server's clock and the fencing token. Every script that
+-- gives the lock to someone carries a copy of this file, between the
+-- lines that name it (go generate ./lock/... keeps the copies in step).
+--
+-- now is the server's clock (TIME: seconds, microseconds), read once per
+-- script. Every lease and every token is judged on this one clock, so the
+-- clients' clocks never need to agree.
+local clock
+local function now()
+  if not clock then clock = redis.call('TIME') end
+  return clock
+end
+
+-- next_token issues the fencing token of a new acquisition and records it
+-- as the last one in the counter fence, which lives fence_ttl ms ('0': for
+-- ever): the server's clock in microseconds, or the last token plus one if
+-- that is larger. The resource the lock protects refuses a holder whose
+-- token is older than one it has seen, and so stops a holder that stalled
+-- past its lease (the fencing token of docs/lock.md's References).
+--
+-- Why both. The counter makes tokens strictly increase on one server. The
+-- clock makes them keep increasing when Redis loses the counter's latest
+-- value: a restart without persistence loses it, and a restart from a
+-- snapshot taken before the latest acquisitions, or a failover to a
+-- replica that had not received them, brings back an older value, from
+-- which the counter alone would issue again tokens already handed out.
+-- The first token after such a loss is larger than every earlier one as
+-- long as this server's clock reads later than the last token: clocks (one
+-- server's across its restart, a master's and its replicas') that differ
+-- by less than the restart or failover took. The same rule lets the
+-- counter expire a whole fence_ttl after the last acquisition. The counter
+-- leads the clock only for a while: when acquisitions come faster than one
+-- per microsecond, or after Redlock raised it to another node's token.
+local function next_token(fence, fence_ttl)
+  -- The clock's digits, as a string: Lua's arithmetic and string.format
+  -- cost more server time than the rest of the script. Strings of digits
+  -- of one length compare as their numbers (the seconds have 10 digits
+  -- from 2001 to 2286), so the common case, the counter behind the clock,
+  -- needs no conversion.
+  local t = now()
+  local tok = t[1] .. string.sub('00000' .. t[2], -6)
+  local last
+  if fence_ttl == '0' then
+    last = redis.call('SET', fence, tok, 'GET')
+  else
+    last = redis.call('SET', fence, tok, 'PX', fence_ttl, 'GET')
+  end
+  if not last or (#last == #tok and last < tok) then
+    return tonumber(tok)
+  end
+  local n = tonumber(tok)
+  if tonumber(last) >= n then
+    -- '%.0f' prints every integer a double holds exactly (up to 2^53);
+    -- Lua's default format loses digits above 10^14.
+    n = tonumber(last) + 1
+    if fence_ttl == '0' then
+      redis.call('SET', fence, string.format('%.0f', n))
+    else
+      redis.call('SET', fence, string.format('%.0f', n), 'PX', fence_ttl)
+    end
+  end
+  return n
+end
