@@ -3,6 +3,7 @@ package demo
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/seckill-ref/seckill/internal/app"
 	"github.com/seckill-ref/seckill/loadtest"
@@ -60,8 +61,10 @@ func TestLifeVerdict(t *testing.T) {
 // lifeChecks fails the check of each way the end can be wrong, and only
 // that one.
 func TestLifeChecks(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	ok := lifeEvidence{supply: 10, available: 5, reserved: 3, sold: 2, pending: 3, paid: 2, created: 5}
-	orders := []lifeOrder{{1, "a", "pending"}, {2, "b", "pending"}, {3, "c", "pending"}, {4, "d", "paid"}, {5, "e", "paid"}, {6, "a", "cancelled"}}
+	orders := []lifeOrder{{ID: 1, UserID: "a", State: "pending"}, {ID: 2, UserID: "b", State: "pending"}, {ID: 3, UserID: "c", State: "pending"},
+		{ID: 4, UserID: "d", State: "paid"}, {ID: 5, UserID: "e", State: "paid"}, {ID: 6, UserID: "a", State: "cancelled"}}
 	ok.created = len(orders)
 	for _, tt := range []struct {
 		name   string
@@ -74,9 +77,38 @@ func TestLifeChecks(t *testing.T) {
 		{"sold off the paid orders", func(l *lifeEvidence, _ []lifeOrder) []lifeOrder { l.sold, l.reserved = 3, 2; return nil }, []int{3, 4}},
 		{"counted twice", func(l *lifeEvidence, _ []lifeOrder) []lifeOrder { l.available = 6; return nil }, []int{2, 5}},
 		{"two live orders of a user", func(_ *lifeEvidence, o []lifeOrder) []lifeOrder {
-			return append(o[:5:5], lifeOrder{6, "a", "paid"})
+			return append(o[:5:5], lifeOrder{ID: 6, UserID: "a", State: "paid"})
 		}, []int{6}},
 		{"a 201 without an order", func(l *lifeEvidence, _ []lifeOrder) []lifeOrder { l.created++; return nil }, []int{6}},
+		{"pending within its window + lag", func(l *lifeEvidence, o []lifeOrder) []lifeOrder {
+			o[0].ExpiresAt, l.lag, l.readAt = t0, time.Second, t0.Add(time.Second)
+			return nil
+		}, nil},
+		{"pending past its window + lag", func(l *lifeEvidence, o []lifeOrder) []lifeOrder {
+			o[0].ExpiresAt, l.lag, l.readAt = t0, time.Second, t0.Add(time.Second+time.Millisecond)
+			return nil
+		}, []int{7}},
+		{"expired past its window + lag", func(l *lifeEvidence, o []lifeOrder) []lifeOrder {
+			l.lag, l.created = time.Second, l.created+1
+			return append(o, lifeOrder{ID: 7, UserID: "f", State: "expired", ExpiresAt: t0, ClosedAt: t0.Add(2 * time.Second)})
+		}, []int{7}},
+		{"expired, and when not recorded", func(l *lifeEvidence, o []lifeOrder) []lifeOrder {
+			l.lag, l.created = time.Second, l.created+1
+			return append(o, lifeOrder{ID: 7, UserID: "f", State: "expired", ExpiresAt: t0})
+		}, []int{7}},
+		{"a payment answered 200, the order not paid", func(l *lifeEvidence, _ []lifeOrder) []lifeOrder {
+			l.moved = map[int64]string{1: "paid", 4: "paid"}
+			return nil
+		}, []int{8}},
+		{"paid within its window", func(l *lifeEvidence, o []lifeOrder) []lifeOrder {
+			o[3].ExpiresAt, o[3].ClosedAt = t0, t0.Add(-time.Millisecond)
+			l.moved = map[int64]string{4: "paid", 6: "cancelled"}
+			return nil
+		}, nil},
+		{"paid after its window", func(_ *lifeEvidence, o []lifeOrder) []lifeOrder {
+			o[3].ExpiresAt, o[3].ClosedAt = t0, t0.Add(time.Microsecond)
+			return nil
+		}, []int{9}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l := ok
