@@ -63,6 +63,17 @@ const (
 	// faultReturnKill the same with the kill between the two returns.
 	faultReservations
 	faultReturnKill
+	// The lock design's reservation rows (matrix_lifelock.go): two
+	// replicas expiring at once, a replica killed or stopped mid-expiry,
+	// a payment racing the expiry, and the controls of the expiry and
+	// the payment.
+	faultExpireTogether
+	faultExpiryKill
+	faultExpiryStop
+	faultPayRace
+	faultUnlockedExpiry
+	faultUncheckedExpiry
+	faultPayLate
 )
 
 // life reports whether f is a reservation row's: a sale with a payment
@@ -92,6 +103,10 @@ const (
 	// only reserved == pending and available + pending + paid == S fail,
 	// by exactly the units the killed replica held.
 	outcomeLosesUnits
+	// outcomeCaught: a control of the lock design's reservation rows;
+	// the checks its control breaks fail, and no other
+	// (matrix_lifelock.go).
+	outcomeCaught
 )
 
 // faultWindow spreads the burst of a fault row: buyers keep coming after a
@@ -176,8 +191,10 @@ type designEvidence struct {
 	builds, claimed int64
 	// soldAtFault is the sold count just before the fault.
 	soldAtFault int64
-	// life is a reservation row's end (matrix_life.go).
-	life lifeEvidence
+	// life is a reservation row's end (matrix_life.go), and expiry what
+	// the lock design's showed of its fault (matrix_lifelock.go).
+	life   lifeEvidence
+	expiry expiryEvidence
 }
 
 // designConfig is the configuration of a design row's replicas.
@@ -558,7 +575,7 @@ func (r row) rowDesign() app.Design {
 
 // writeDesignLegend explains the design rows' faults, when there are any.
 func writeDesignLegend(w io.Writer, results []*result) {
-	if !slices.ContainsFunc(results, func(r *result) bool { return r.design != nil }) {
+	if !slices.ContainsFunc(results, func(r *result) bool { return r.design != nil && !r.lockLife() }) {
 		return
 	}
 	fmt.Fprintf(w, "designs: conditional (UPDATE ... WHERE stock > 0, then the insert, one transaction; no Redis), redis-counter\n"+
@@ -586,6 +603,8 @@ func (d *designRow) outcomeText() string {
 		return "lost orders and sold items twice"
 	case outcomeLosesUnits:
 		return "lost units"
+	case outcomeCaught:
+		return "was caught"
 	}
 	return "held"
 }
@@ -599,6 +618,11 @@ func (r *result) designJudge() (verdict, string) {
 		return verdictOK, r.why + " (" + facts + ")"
 	case "fault not injected":
 		return verdictNoFault, facts
+	case "not caught":
+		return verdictMismatch, "NOT CAUGHT: its checks passed, though its fault happened: " + facts
+	}
+	if r.design.outcome == outcomeCaught {
+		return verdictMismatch, "caught, but not by the checks its control breaks: " + facts
 	}
 	return verdictMismatch, "should have " + r.design.outcomeText() + ": " + facts
 }

@@ -40,7 +40,7 @@ import (
 //
 // A row's fault comes in at one of the sale's steps (lifePlan): after
 // wave 1, while the lapsed orders wait for their expiry, or once they
-// are expired.
+// are expired; the lock design's rows are in matrix_lifelock.go.
 //
 // The redis-counter kill row is that design's guarantee it cannot keep:
 // a cancel or an expiry moves the order in the database, then gives the
@@ -187,6 +187,8 @@ func runLifeRow(ctx context.Context, o options, rds *redisHandle, logger *slog.L
 	res.dev, res.err = lifeSale(ctx, o.sale.Stock, c, cfg.AdminToken, plan, &res.output)
 	res.ran = ctx.Err() == nil
 	res.fenceRejected, res.leaseLost = c.counters()
+	res.fenceRejected += res.dev.expiry.refused
+	res.leaseLost += res.dev.expiry.leasesLost
 	lev := res.dev.life
 	res.rep = loadtest.Report{
 		Targets: c.urls, ProductID: saleProduct, Shape: fmt.Sprintf("reservations, a %v window", lifeWindow),
@@ -204,6 +206,9 @@ func runLifeRow(ctx context.Context, o options, rds *redisHandle, logger *slog.L
 // fault's settings, and its plan: replica 1 runs in this process, and for
 // a fault that signals replica 2, replica 2 is a process of its own.
 func (r row) lifeSetup(o options, cfg app.Config) ([]replicaSpec, lifePlan, error) {
+	if r.design.design == app.DesignLock {
+		return r.lockLifeSetup(o, cfg) // matrix_lifelock.go
+	}
 	specs := []replicaSpec{{cfg: cfg}, {cfg: cfg}}
 	plan := lifePlan{lag: expiryLag(cfg)}
 	if r.design.fault == faultReturnKill {
@@ -537,6 +542,9 @@ func (r *result) lifeVerdict() (v, detail string) {
 	failed := failedSafety(r.rep)
 	facts := fmt.Sprintf("S %d; available %d, reserved %d, sold %d; orders %d pending, %d paid, %d cancelled, %d expired; last wave %d of %d; failed checks %v",
 		l.supply, l.available, l.reserved, l.sold, l.pending, l.paid, l.cancelled, l.expired, l.lastBought, l.lastWave, failed)
+	if r.design.design == app.DesignLock {
+		return r.lockLifeVerdict(failed, facts) // matrix_lifelock.go
+	}
 	if r.design.fault == faultReturnKill {
 		facts += fmt.Sprintf("; killed holding %d unit(s) between the database's return and Redis's, %d of its cancels moved in the database", ev.held, l.victimMoved)
 	}
