@@ -37,6 +37,12 @@ func (rs recorders) OrdersClosed(state seckill.OrderState, n int) {
 	}
 }
 
+func (rs recorders) ExpiriesInProgress(n int) {
+	for _, r := range rs {
+		r.ExpiriesInProgress(n)
+	}
+}
+
 // observers tells every lock.Observer.
 type observers []lock.Observer
 

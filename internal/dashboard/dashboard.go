@@ -299,6 +299,10 @@ func (d *Dashboard) FenceRejected(seckill.FenceStage) {
 // BatchDone is not shown (seckill.Recorder).
 func (d *Dashboard) BatchDone(int) {}
 
+// ExpiriesInProgress is not shown (seckill.Recorder): the dashboard draws
+// what the sale did, and an expiry in progress has done nothing yet.
+func (d *Dashboard) ExpiriesInProgress(int) {}
+
 // OrdersClosed counts n orders that left pending for state: paid,
 // cancelled or expired (seckill.Recorder).
 func (d *Dashboard) OrdersClosed(state seckill.OrderState, n int) {

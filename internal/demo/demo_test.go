@@ -330,6 +330,8 @@ func TestDemoUsage(t *testing.T) {
 		{[]string{"-batch-max", "0"}, 2, "batch max 0"},
 		{[]string{"-mix", "reads=200%"}, 2, "-mix"},
 		{[]string{"-matrix", "-keep"}, 2, "-keep: the matrix stops each row's replicas"},
+		{[]string{"-rows", "reservations"}, 2, "-rows picks rows of -matrix: give -matrix too"},
+		{[]string{"-matrix", "-rows", "some"}, 2, `-rows "some": want default, reservations or all`},
 		{[]string{"-unsafe-pay-late"}, 2, "act on reservations: give -window too"},
 		{[]string{"-window", "1s", "-pay", "0.9", "-cancel", "0.2"}, 2, "together at most 1"},
 		{[]string{"-window", "1s", "-unsafe-expiry", "sideways"}, 2, `unsafe expiry "sideways"`},

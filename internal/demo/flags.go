@@ -28,6 +28,17 @@ const (
 	defaultAsyncSettle = 10 * time.Second
 )
 
+// The selections of -matrix's rows (-rows): the default rows, which the
+// matrix runs without -rows; the reservation rows, a sale with a payment
+// window on each design that has one and on the lock design under the
+// faults of an order's expiry (a minute more on their own, so apart); or
+// both.
+const (
+	rowsDefault      = "default"
+	rowsReservations = "reservations"
+	rowsAll          = "all"
+)
+
 // Where the Redis of the redis lock mode comes from (-redis, or the
 // SECKILL_DEMO_REDIS environment variable).
 const (
@@ -47,8 +58,11 @@ type options struct {
 	// designSet is true when -design was given: with -matrix it picks
 	// that design's rows.
 	designSet bool
-	keep      bool   // serve the replicas after the sale, until Ctrl-C
-	logFile   string // replica logs; "" is the default destination
+	// rows is -matrix's selection of rows: rowsDefault, rowsReservations
+	// or rowsAll.
+	rows    string
+	keep    bool   // serve the replicas after the sale, until Ctrl-C
+	logFile string // replica logs; "" is the default destination
 
 	// sale holds the load test's settings, without targets and token.
 	sale loadtest.Config
@@ -97,7 +111,10 @@ checks must catch it.
 
 -matrix runs a short sale per lock mode, design and fault instead, and
 prints one table that shows where the sale oversells and where it does
-not; with -design, only that design's rows.
+not; with -design, only that design's rows. -rows reservations runs the
+reservation rows instead (a payment window; on the lock design, replicas
+killed, stopped or racing a payment while they expire orders, and the
+controls of the expiry), -rows all both.
 
 Exit status: 0 when the verdict is a pass (with -matrix: every row as
 expected), 1 when it is not (an oversell or a history that is not
@@ -133,6 +150,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.replicas, "replicas", DefaultReplicas, "number of service replicas sharing Redis and the database")
 	fs.StringVar(&o.redis, "redis", redisDefault, "`where` Redis comes from: auto (redis-server if on PATH, else embedded), server or embedded")
 	fs.BoolVar(&o.matrix, "matrix", false, "run a short sale per lock mode and fault, and print one table")
+	fs.StringVar(&o.rows, "rows", rowsDefault, "with -matrix, `which` rows: default, reservations (a payment window, its expiry under faults) or all")
 	fs.BoolVar(&o.keep, "keep", false, "after the sale, keep Redis and the replicas running, to look at the dashboard, until Ctrl-C")
 	fs.StringVar(&o.logFile, "log", "", "append the replicas' warnings and errors to this `file` (default: only count them)")
 
@@ -222,6 +240,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		if o.keep {
 			return o, errors.New("-keep: the matrix stops each row's replicas after its sale; drop -keep or -matrix")
 		}
+	} else if set["rows"] {
+		return o, errors.New("-rows picks rows of -matrix: give -matrix too")
 	}
 	return o, o.validate()
 }
@@ -276,6 +296,11 @@ func (o options) validate() error {
 	case redisAuto, redisServer, redisEmbedded:
 	default:
 		errs = append(errs, fmt.Errorf("-redis %q: want auto, server or embedded", o.redis))
+	}
+	switch o.rows {
+	case rowsDefault, rowsReservations, rowsAll:
+	default:
+		errs = append(errs, fmt.Errorf("-rows %q: want default, reservations or all", o.rows))
 	}
 	// Zero would mean "default" to loadtest.Run; on a command line it is a
 	// mistake.

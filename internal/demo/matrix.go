@@ -164,17 +164,13 @@ func (r *result) linText() string {
 // exitOK only if every row matched its expectation, exitError if a row
 // could not run (or a Ctrl-C stopped the matrix), and exitFail otherwise.
 func runMatrix(ctx context.Context, o options, rds *redisHandle, logger *slog.Logger, stdout, stderr io.Writer) int {
-	rows := append(matrixRows(o.replicas), productsRows()...)
-	rows = append(rows, designRows()...)
-	if o.designSet {
-		rows = slices.DeleteFunc(rows, func(r row) bool { return r.rowDesign() != o.svc.Design })
-	}
+	rows := selectRows(o)
 	if err := createMatrixReports(o); err != nil {
 		fmt.Fprintf(stderr, "demo: %v\n", err)
 		return exitError
 	}
 	fmt.Fprintf(stdout, "demo -matrix: %d sales of %d items, each a %s, on %d fresh replica(s) with Redis from %s\n",
-		len(rows), o.sale.Stock, shapeText(o.sale), o.replicas, rds.describe())
+		len(rows), o.sale.Stock, loadText(o, rows), o.replicas, rds.describe())
 	results := make([]*result, len(rows))
 	for i, r := range rows {
 		results[i] = &result{row: r, attempt: 1}
@@ -204,6 +200,29 @@ func runMatrix(ctx context.Context, o options, rds *redisHandle, logger *slog.Lo
 		code = exitError
 	}
 	return code
+}
+
+// selectRows are the rows -rows and -design pick: the default rows
+// (every lock mode's, the rows over many products and the designs'), the
+// reservation rows (the designs' and the lock design's, under the faults
+// of an order's expiry), or all of them; with -design, only that design's.
+func selectRows(o options) []row {
+	var rows []row
+	if o.rows != rowsReservations {
+		rows = append(matrixRows(o.replicas), productsRows()...)
+		rows = append(rows, designRows()...)
+	}
+	switch o.rows {
+	case rowsReservations:
+		rows = slices.DeleteFunc(designRows(), func(r row) bool { return !r.design.fault.life() })
+		rows = append(rows, lockLifeRows()...)
+	case rowsAll:
+		rows = append(rows, lockLifeRows()...)
+	}
+	if o.designSet {
+		rows = slices.DeleteFunc(rows, func(r row) bool { return r.rowDesign() != o.svc.Design })
+	}
+	return rows
 }
 
 // name is the row's name in the verdicts: the mode, the fault and the
@@ -335,8 +354,9 @@ func writeTable(w io.Writer, o options, results []*result) {
 		"the next holder is in (their lease ran out mid-purchase), %v at most. A sale without lost leases (or, fenced,\n"+
 		"without a late write refused) runs again, %d sales at most, else: fault not injected.\n"+
 		"fence rejected: late writes the database refused (a token older than the current holder's).\n%s\n%s\n",
-		o.sale.Stock, shapeText(o.sale), faultTTL, faultWork, faultProb*100, faultMaxStall, maxRowAttempts, netLegend(), productsLegend())
+		o.sale.Stock, loadText(o, rowsOf(results)), faultTTL, faultWork, faultProb*100, faultMaxStall, maxRowAttempts, netLegend(), productsLegend())
 	writeDesignLegend(w, results)
+	writeLockLifeLegend(w, results)
 }
 
 // writeVerdicts prints one line per row and the overall one, then the full
@@ -404,6 +424,24 @@ func passLine(results []*result) string {
 		return fmt.Sprintf("PASS: all %d rows as expected", len(results))
 	}
 	return fmt.Sprintf("PASS: all %d rows that ran as expected, %d skipped", len(results)-skipped, skipped)
+}
+
+// loadText is the rows' sale in words: the load test's, or when every row
+// is a reservation row, which drives its own sale, that sale.
+func loadText(o options, rows []row) string {
+	if slices.ContainsFunc(rows, func(r row) bool { return r.design == nil || !r.design.fault.life() }) {
+		return shapeText(o.sale)
+	}
+	return fmt.Sprintf("reservation sale with a %v payment window (matrix_life.go)", lifeWindow)
+}
+
+// rowsOf is the rows of results.
+func rowsOf(results []*result) []row {
+	rows := make([]row, len(results))
+	for i, r := range results {
+		rows[i] = r.row
+	}
+	return rows
 }
 
 // shapeText is the sale's load in words, as the load test reports it.

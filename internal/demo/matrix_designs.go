@@ -63,7 +63,22 @@ const (
 	// faultReturnKill the same with the kill between the two returns.
 	faultReservations
 	faultReturnKill
+	// The lock design's reservation rows (matrix_lifelock.go): two
+	// replicas expiring at once, a replica killed or stopped mid-expiry,
+	// a payment racing the expiry, and the controls of the expiry and
+	// the payment.
+	faultExpireTogether
+	faultExpiryKill
+	faultExpiryStop
+	faultPayRace
+	faultUnlockedExpiry
+	faultUncheckedExpiry
+	faultPayLate
 )
+
+// life reports whether f is a reservation row's: a sale with a payment
+// window, driven by the row's own client (matrix_life.go).
+func (f designFault) life() bool { return f >= faultReservations }
 
 // designOutcome is what a design row must show.
 type designOutcome int
@@ -88,6 +103,10 @@ const (
 	// only reserved == pending and available + pending + paid == S fail,
 	// by exactly the units the killed replica held.
 	outcomeLosesUnits
+	// outcomeCaught: a control of the lock design's reservation rows;
+	// the checks its control breaks fail, and no other
+	// (matrix_lifelock.go).
+	outcomeCaught
 )
 
 // faultWindow spreads the burst of a fault row: buyers keep coming after a
@@ -172,8 +191,10 @@ type designEvidence struct {
 	builds, claimed int64
 	// soldAtFault is the sold count just before the fault.
 	soldAtFault int64
-	// life is a reservation row's end (matrix_life.go).
-	life lifeEvidence
+	// life is a reservation row's end (matrix_life.go), and expiry what
+	// the lock design's showed of its fault (matrix_lifelock.go).
+	life   lifeEvidence
+	expiry expiryEvidence
 }
 
 // designConfig is the configuration of a design row's replicas.
@@ -215,7 +236,7 @@ func (r row) designSale(o options) loadtest.Config {
 // runDesignRow runs one design row's sale into res: it starts the replicas,
 // injects the fault while the load test sells, and keeps the evidence.
 func runDesignRow(ctx context.Context, o options, rds *redisHandle, logger *slog.Logger, res *result) {
-	if res.design.fault == faultReservations || res.design.fault == faultReturnKill {
+	if res.design.fault.life() {
 		runLifeRow(ctx, o, rds, logger, res)
 		return
 	}
@@ -378,9 +399,14 @@ func restartRedis(ctx context.Context, c *cluster, rds *redisHandle, hook *holdH
 // awaitFault polls cond until it holds, ctx ends or faultDeadline passes.
 // Errors of cond (a replica not answering yet) are retried.
 func awaitFault(ctx context.Context, cond func() (bool, error)) error {
+	return awaitEvery(ctx, 2*time.Millisecond, cond)
+}
+
+// awaitEvery is awaitFault polling every tick.
+func awaitEvery(ctx context.Context, tick time.Duration, cond func() (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, faultDeadline)
 	defer cancel()
-	t := time.NewTicker(2 * time.Millisecond)
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	var last error
 	for {
@@ -399,23 +425,46 @@ func awaitFault(ctx context.Context, cond func() (bool, error)) error {
 
 // scrapeGauge reads one metric without labels from a replica's /metrics.
 func scrapeGauge(ctx context.Context, base, name string) (int64, error) {
+	m, err := scrapeMetrics(ctx, base, name)
+	return m[name], err
+}
+
+// scrapeMetrics reads series from one read of a replica's /metrics: each
+// a metric's name and labels as the text format writes them, such as
+// seckill_orders_closed_total{state="expired"}. A series it lacks is an
+// error.
+func scrapeMetrics(ctx context.Context, base string, series ...string) (map[string]int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
+	out := make(map[string]int64, len(series))
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			return int64(f), err
+		key, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !slices.Contains(series, key) {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return out, fmt.Errorf("%s/metrics: %s: %w", base, key, err)
+		}
+		out[key] = int64(f)
+	}
+	if err := sc.Err(); err != nil {
+		return out, fmt.Errorf("%s/metrics: %w", base, err)
+	}
+	for _, s := range series {
+		if _, ok := out[s]; !ok {
+			return out, fmt.Errorf("%s/metrics has no %s", base, s)
 		}
 	}
-	return 0, fmt.Errorf("%s/metrics has no %s", base, name)
+	return out, nil
 }
 
 // holdHook is the Redis-restart rows' chaos hook, shared by the replicas
@@ -463,7 +512,7 @@ func failedSafety(rep loadtest.Report) []int {
 // "mismatch", with what it saw. A row without its fault shows nothing, and
 // fails the matrix like a mismatch.
 func (r *result) designVerdict() (v, detail string) {
-	if r.design.fault == faultReservations || r.design.fault == faultReturnKill {
+	if r.design.fault.life() {
 		return r.lifeVerdict()
 	}
 	rep, ev := r.rep, r.dev
@@ -526,7 +575,7 @@ func (r row) rowDesign() app.Design {
 
 // writeDesignLegend explains the design rows' faults, when there are any.
 func writeDesignLegend(w io.Writer, results []*result) {
-	if !slices.ContainsFunc(results, func(r *result) bool { return r.design != nil }) {
+	if !slices.ContainsFunc(results, func(r *result) bool { return r.design != nil && !r.lockLife() }) {
 		return
 	}
 	fmt.Fprintf(w, "designs: conditional (UPDATE ... WHERE stock > 0, then the insert, one transaction; no Redis), redis-counter\n"+
@@ -554,6 +603,8 @@ func (d *designRow) outcomeText() string {
 		return "lost orders and sold items twice"
 	case outcomeLosesUnits:
 		return "lost units"
+	case outcomeCaught:
+		return "was caught"
 	}
 	return "held"
 }
@@ -567,6 +618,11 @@ func (r *result) designJudge() (verdict, string) {
 		return verdictOK, r.why + " (" + facts + ")"
 	case "fault not injected":
 		return verdictNoFault, facts
+	case "not caught":
+		return verdictMismatch, "NOT CAUGHT: its checks passed, though its fault happened: " + facts
+	}
+	if r.design.outcome == outcomeCaught {
+		return verdictMismatch, "caught, but not by the checks its control breaks: " + facts
 	}
 	return verdictMismatch, "should have " + r.design.outcomeText() + ": " + facts
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/seckill-ref/seckill/internal/apiclient"
 )
@@ -22,9 +23,11 @@ type lifeProduct struct {
 }
 
 type lifeOrder struct {
-	ID     int64  `json:"id"`
-	UserID string `json:"user_id"`
-	State  string `json:"state"`
+	ID        int64     `json:"id"`
+	UserID    string    `json:"user_id"`
+	State     string    `json:"state"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	ClosedAt  time.Time `json:"closed_at,omitzero"`
 }
 
 // lifeClient is the row's client of one replica.
@@ -50,15 +53,16 @@ func (c lifeClient) reserve(ctx context.Context, user string) (*lifeOrder, error
 	return &out.Order, nil
 }
 
-// move pays or cancels an order. An order whose window ended first
-// (order_expired) is no error: it lapses instead.
-func (c lifeClient) move(ctx context.Context, verb string, o lifeOrder) error {
+// move pays or cancels an order, and reports whether it moved. An order
+// whose window ended first (order_expired) is no error: it lapses
+// instead, and did not move.
+func (c lifeClient) move(ctx context.Context, verb string, o lifeOrder) (bool, error) {
 	err := c.Do(ctx, verb+" order", http.MethodPost, fmt.Sprintf("/api/v1/orders/%d/%s", o.ID, verb),
 		map[string]string{"user_id": o.UserID}, nil)
 	if e, ok := errors.AsType[*apiclient.Error](err); ok && e.Code == "order_expired" {
-		return nil
+		return false, nil
 	}
-	return err
+	return err == nil, err
 }
 
 // state reads the product and its orders.

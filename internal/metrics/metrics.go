@@ -6,7 +6,8 @@
 //   - lock.Observer: acquisitions, waits, holds, renewal failures and lost
 //     leases;
 //   - seckill.Recorder: purchases by outcome and duration, batch sizes,
-//     the writes the fence refused;
+//     the writes the fence refused, reservations closed and expiries in
+//     progress;
 //   - seckill.CounterRecorder: in the counter designs, counters built
 //     from the database, orders taken and not yet written, orders a
 //     writer wrote or took over;
@@ -78,7 +79,8 @@ type Metrics struct {
 	renewalFailures prometheus.Counter
 	leasesLost      prometheus.Counter
 
-	chaosPaused prometheus.Gauge
+	chaosPaused        prometheus.Gauge
+	expiriesInProgress prometheus.Gauge
 
 	counterBuilds  prometheus.Counter
 	ordersPending  prometheus.Gauge
@@ -124,6 +126,9 @@ func New() *Metrics {
 	m.chaosPaused = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_chaos_paused",
 		Help: "Lock holders pausing now inside their critical section (CHAOS_PAUSE, for demonstrations; always 0 without it)."})
 	m.reg.MustRegister(m.chaosPaused)
+	m.expiriesInProgress = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_expiries_in_progress",
+		Help: "Products whose due orders this replica is expiring now (lock design): their locks held, their write not yet returned. A replica killed or stalled mid-expiry leaves these locks to their lease, and its late write to the fence."})
+	m.reg.MustRegister(m.expiriesInProgress)
 
 	m.counterBuilds = m.counter("seckill_counter_builds_total",
 		"Stock counters this replica built from the database because Redis had none (counter designs).")
@@ -217,6 +222,10 @@ func (m *Metrics) BatchDone(size int) { m.batchSize.Observe(float64(size)) }
 func (m *Metrics) OrdersClosed(state seckill.OrderState, n int) {
 	m.ordersClosed.WithLabelValues(string(state)).Add(float64(n))
 }
+
+// ExpiriesInProgress moves the gauge of products being expired now
+// (seckill.Recorder).
+func (m *Metrics) ExpiriesInProgress(n int) { m.expiriesInProgress.Add(float64(n)) }
 
 // Acquired counts an acquisition and its wait (lock.Observer).
 func (m *Metrics) Acquired(_ string, wait time.Duration, contended bool) {

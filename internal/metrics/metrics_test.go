@@ -105,6 +105,9 @@ func TestMetricsPage(t *testing.T) {
 	m.KeyClaimed(seckill.KeyReplay)
 	m.KeyClaimed(seckill.KeyReplay)
 	m.KeyClaimed(seckill.KeyInFlight)
+	m.ExpiriesInProgress(3) // a round of three products
+	m.ExpiriesInProgress(2) // another of two
+	m.ExpiriesInProgress(-3)
 
 	fams := scrape(t, m)
 
@@ -141,6 +144,10 @@ func TestMetricsPage(t *testing.T) {
 	// Two acquired, one released: one held.
 	if got := sample(t, family(t, fams, "seckill_locks_held", dto.MetricType_GAUGE)).GetGauge().GetValue(); got != 1 {
 		t.Errorf("seckill_locks_held: got %g, want 1", got)
+	}
+	// Two rounds began, one ended: its two products are still being expired.
+	if got := sample(t, family(t, fams, "seckill_expiries_in_progress", dto.MetricType_GAUGE)).GetGauge().GetValue(); got != 2 {
+		t.Errorf("seckill_expiries_in_progress: got %g, want 2", got)
 	}
 
 	// The lock wait: one 200 µs wait, one 500 ms wait.

@@ -273,12 +273,14 @@ func (s *Service) expireHeld(ctx context.Context, held []heldProduct, now time.T
 	}()
 	wctx, cancel := context.WithTimeout(ctx, batchWorkTimeout)
 	defer cancel()
-	s.expiryChaos(wctx, products)
 	expire := s.store.ExpireAll
 	if s.unsafeExp == ExpiryUnchecked {
 		expire = s.unsafeLife.ExpireAllUnchecked
 	}
+	s.rec.ExpiriesInProgress(len(held))
+	s.expiryChaos(wctx, products)
 	expired, refused, err := expire(wctx, claims, now)
+	s.rec.ExpiriesInProgress(-len(held))
 	if err != nil {
 		s.log.Warn("expiry", "products", len(held), "err", err)
 		return 0
@@ -321,10 +323,12 @@ func (s *Service) expireUnlocked(ctx context.Context, products []int64, now time
 		if err != nil || len(ids) == 0 {
 			continue
 		}
+		s.rec.ExpiriesInProgress(1)
 		s.expiryChaos(ctx, []int64{id})
 		if err := s.setStock.SetStock(ctx, id, p.Stock+int64(len(ids))); err != nil {
 			s.log.Warn("unlocked expiry: write the stock back", "product", id, "err", err)
 		}
+		s.rec.ExpiriesInProgress(-1)
 		if err := s.store.MarkClosed(ctx, ids, s.now()); err != nil {
 			s.log.Warn("expiry: record when the orders expired", "orders", len(ids), "err", err)
 		}

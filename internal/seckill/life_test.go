@@ -358,6 +358,64 @@ func TestStaleExpiryIsFenced(t *testing.T) {
 	})
 }
 
+// An expiry counts the products it holds whose orders it has not yet
+// written (Recorder.ExpiriesInProgress): inside its critical section, the
+// round's products; once its write has returned, none, whether the write
+// landed or the fence refused it. A replica killed or stalled there is
+// what the count shows from outside.
+func TestExpiriesInProgressAreCounted(t *testing.T) {
+	e := newEnv(t)
+	st := e.store()
+	clk := newClock()
+	rec := newCounts()
+	var mu sync.Mutex
+	var inside []int // the count, each time an expiry was in its critical section
+	var refuse atomic.Bool
+	hook := func(ctx context.Context, products []int64) {
+		mu.Lock()
+		inside = append(inside, rec.inProgress())
+		mu.Unlock()
+		if refuse.Load() { // a newer holder's claim: the write is refused
+			for _, id := range products {
+				if err := st.ClaimFence(ctx, id, time.Now().Add(time.Hour).UnixMicro()); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}
+	svc := seckill.NewService(e.locker(lock.Options{}), st, seckill.Options{PayWindow: time.Second, Now: clk.Now, Recorder: rec, ExpiryChaos: hook})
+	ctx := context.Background()
+	a, b := e.product(st, 2), e.product(st, 2)
+	buy := func(user string) time.Time {
+		var due time.Time
+		for _, p := range []*seckill.Product{a, b} {
+			o, err := svc.Purchase(ctx, p.ID, user)
+			if err != nil {
+				t.Fatal(err)
+			}
+			due = o.ExpiresAt
+		}
+		return due
+	}
+	clk.set(buy("alice"))
+	if n, err := svc.ExpireDue(ctx); err != nil || n != 2 {
+		t.Fatalf("ExpireDue: got %d expired, %v; want alice's 2", n, err)
+	}
+	refuse.Store(true)
+	clk.set(buy("bob"))
+	if n, err := svc.ExpireDue(ctx); err != nil || n != 0 || rec.fence(seckill.FenceWrite) != 2 {
+		t.Fatalf("the refused expiry: got %d expired, %v, %d writes refused; want 0, nil and 2", n, err, rec.fence(seckill.FenceWrite))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(inside) != 2 || inside[0] != 2 || inside[1] != 2 {
+		t.Errorf("in progress inside the critical sections: got %v, want [2 2] (one round of both products, twice)", inside)
+	}
+	if got := rec.inProgress(); got != 0 {
+		t.Errorf("in progress after the expiries returned: got %d, want 0", got)
+	}
+}
+
 // A product whose lock another process holds is not skipped: the expiry
 // waits for it in the lock's queue and expires its orders once it comes.
 func TestExpiryWaitsForALockHeldElsewhere(t *testing.T) {

@@ -74,11 +74,20 @@ type Recorder interface {
 	// orders went to state (one for a payment or a cancel, every order an
 	// expiry round moved for an expiry).
 	OrdersClosed(state OrderState, n int)
+	// ExpiriesInProgress is called with +n when an expiry of the locked
+	// design holds the locks of n products with due orders and has not
+	// yet written them back on sale, and with -n once that write has
+	// returned, whatever its outcome (the unlocked control: between its
+	// read of the product and its write of the stock). What it counts is
+	// what a replica killed or stalled mid-expiry leaves behind it: locks
+	// held until their lease runs out, and a write the fence must refuse.
+	ExpiriesInProgress(n int)
 }
 
 type nopRecorder struct{}
 
 func (nopRecorder) OrdersClosed(OrderState, int) {}
+func (nopRecorder) ExpiriesInProgress(int)       {}
 
 func (nopRecorder) PurchaseDone(Outcome, time.Duration) {}
 func (nopRecorder) FenceRejected(FenceStage)            {}

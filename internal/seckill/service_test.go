@@ -63,6 +63,7 @@ type counts struct {
 	fences   map[seckill.FenceStage]int
 	batches  []int
 	closed   map[seckill.OrderState]int
+	expiring int // ExpiriesInProgress's sum: products being expired now
 }
 
 func newCounts() *counts {
@@ -96,6 +97,12 @@ func (c *counts) OrdersClosed(state seckill.OrderState, n int) {
 	c.closed[state] += n
 }
 
+func (c *counts) ExpiriesInProgress(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.expiring += n
+}
+
 func (c *counts) closedTo(s seckill.OrderState) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -106,6 +113,13 @@ func (c *counts) fence(s seckill.FenceStage) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.fences[s]
+}
+
+// inProgress is the products being expired now, by the expiries' count.
+func (c *counts) inProgress() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.expiring
 }
 
 func (c *counts) outcome(o seckill.Outcome) int {
