@@ -66,8 +66,9 @@ func restartRedis(t *testing.T, db database, control bool) {
 			return false, "", fmt.Errorf("restart redis-server: %w", err)
 		}
 		restarted := time.Since(stoppedAt)
-		// The sale resumes: b sells on the empty server.
-		werr := waitSold(ctx, b, id, s, 30*time.Second)
+		// The sale resumes: b sells on the empty server (in the control,
+		// more than midWrites: see controlLead).
+		werr := waitSold(ctx, b, id, s+controlLead(control), 30*time.Second)
 		stopped := time.Since(stoppedAt)
 		if err := a.resume(); err != nil {
 			return false, "", err

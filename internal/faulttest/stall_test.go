@@ -77,6 +77,16 @@ func stallHolder(t *testing.T, db database, control bool) {
 // oversell itself. done is false when the evidence does not come: a was
 // stopped just after it left the critical section, and the caller tries
 // again.
+// controlLead is how many more than one sale a control's scenario waits
+// for from the other replica while its holder is caught: enough that the
+// holder's stale write-back oversells by more than midWrites.
+func controlLead(control bool) int64 {
+	if control {
+		return midWrites
+	}
+	return 0
+}
+
 func stallOnce(ctx context.Context, a, b *replica, id, s int64, before metrics, ttl time.Duration, control bool) (done bool, note string, err error) {
 	if err := a.pause(); err != nil {
 		return false, "", err
@@ -88,8 +98,12 @@ func stallOnce(ctx context.Context, a, b *replica, id, s int64, before metrics, 
 		return false, "", fmt.Errorf("read the product from %s", b.name)
 	}
 	// The lease has to run out (TTL) before b can sell; the deadline is
-	// generous and is not an assertion on speed.
-	waitErr := waitSold(ctx, b, id, soldAtStop, ttl+20*time.Second)
+	// generous and is not an assertion on speed. In the control, a's
+	// write-back loses what b sold meanwhile: b sells more than midWrites
+	// first, so that the oversell is one oversoldNow can tell from
+	// purchases between their two writes (a loaded machine's b sells one
+	// or two at a time).
+	waitErr := waitSold(ctx, b, id, soldAtStop+controlLead(control), ttl+20*time.Second)
 	stopped := time.Since(stoppedAt)
 	if err := a.resume(); err != nil {
 		return false, "", err
