@@ -158,9 +158,9 @@ func TestCrashedHolderTakenOver(t *testing.T) {
 
 // Requirement 4a: renewal keeps a critical section of 5 x TTL exclusive.
 // The TTL leaves each renewal (every TTL/3) two thirds of a second of
-// slack: at 200 ms, a machine loaded by the race detector and parallel
-// suites delayed a renewal past the lease's end, and the other Locker
-// rightly got in.
+// slack: with a 200 ms lease, a machine loaded by the race detector and
+// parallel suites can delay a renewal past the lease's end, and the other
+// Locker then rightly gets in.
 func TestRenewalKeepsLongWorkExclusive(t *testing.T) {
 	srv := redistest.Start(t)
 	const ttl = time.Second

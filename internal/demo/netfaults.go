@@ -65,7 +65,7 @@ const (
 	// takeoverWait bounds the critical section's wait for another replica
 	// to sell; it is shorter than the service's bound on a batch's work
 	// (10 s), so the write still comes. On a loaded machine the takeover
-	// (linkTTL, then the waiters' re-check) has taken more than 5 s: the
+	// (linkTTL, then the waiters' re-check) can take more than 5 s; the
 	// wait ends as soon as the others sold, so only a row whose fault
 	// failed waits it out.
 	takeoverWait = 8 * time.Second

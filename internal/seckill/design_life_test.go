@@ -281,45 +281,9 @@ func TestDesignPaymentRacingExpiryMovesEachOrderOnce(t *testing.T) {
 				}
 				payClock.set(orders[0].ExpiresAt.Add(-time.Millisecond))
 				expireClock.set(orders[len(orders)-1].ExpiresAt.Add(time.Millisecond))
-				paid := make([]atomic.Bool, n)
-				var expired atomic.Int64
-				var wg sync.WaitGroup
-				wg.Go(func() {
-					k, err := expirer.ExpireDue(ctx)
-					if err != nil {
-						t.Error(err)
-					}
-					expired.Add(int64(k))
-				})
-				for i, o := range orders {
-					wg.Go(func() {
-						_, err := payer.Pay(ctx, o.ID, o.UserID)
-						switch {
-						case err == nil:
-							paid[i].Store(true)
-						case !errors.Is(err, seckill.ErrOrderExpired):
-							t.Errorf("pay order %d: %v", o.ID, err)
-						}
-					})
-				}
-				wg.Wait()
-				var nPaid int64
-				for i, o := range orders {
-					got, _ := payer.Order(ctx, o.ID)
-					want := seckill.OrderExpired
-					if paid[i].Load() {
-						want = seckill.OrderPaid
-						nPaid++
-					}
-					if got.State != want {
-						t.Errorf("order %d: %q, want %q (the payment answered %v)", o.ID, got.State, want, paid[i].Load())
-					}
-				}
-				if nPaid+expired.Load() != n {
-					t.Errorf("paid %d + expired %d, want %d: each order moved once", nPaid, expired.Load(), n)
-				}
+				nPaid, nExpired := racePaysAndExpiry(t, ctx, payer, expirer, orders)
 				got := checkLife(t, payer, r, p.ID, n)
-				t.Logf("of %d orders, %d paid and %d expired in the race; stock %d, sold %d", n, nPaid, expired.Load(), got.Stock, got.Sold)
+				t.Logf("of %d orders, %d paid and %d expired in the race; stock %d, sold %d", n, nPaid, nExpired, got.Stock, got.Sold)
 			})
 		})
 	}

@@ -276,45 +276,9 @@ func TestPaymentRacingExpiryMovesEachOrderOnce(t *testing.T) {
 		edge := orders[len(orders)-1].ExpiresAt
 		payClock.set(orders[0].ExpiresAt.Add(-time.Millisecond))
 		expireClock.set(edge.Add(time.Millisecond))
-		paid := make([]atomic.Bool, n)
-		var wg sync.WaitGroup
-		var expired atomic.Int64
-		wg.Go(func() {
-			k, err := expirer.ExpireDue(ctx)
-			if err != nil {
-				t.Error(err)
-			}
-			expired.Add(int64(k))
-		})
-		for i, o := range orders {
-			wg.Go(func() {
-				_, err := payer.Pay(ctx, o.ID, o.UserID)
-				switch {
-				case err == nil:
-					paid[i].Store(true)
-				case !errors.Is(err, seckill.ErrOrderExpired):
-					t.Errorf("pay order %d: %v", o.ID, err)
-				}
-			})
-		}
-		wg.Wait()
-		var nPaid int64
-		for i, o := range orders {
-			got, _ := st.Order(ctx, o.ID)
-			want := seckill.OrderExpired
-			if paid[i].Load() {
-				want = seckill.OrderPaid
-				nPaid++
-			}
-			if got.State != want {
-				t.Errorf("order %d: %q, want %q (the payment answered %v)", o.ID, got.State, want, paid[i].Load())
-			}
-		}
-		if nPaid+expired.Load() != n {
-			t.Errorf("paid %d + expired %d, want %d: each order moved once", nPaid, expired.Load(), n)
-		}
+		nPaid, nExpired := racePaysAndExpiry(t, ctx, payer, expirer, orders)
 		got := checkSupply(t, st, p.ID, n)
-		t.Logf("of %d orders, %d paid and %d expired in the race; stock %d, sold %d", n, nPaid, expired.Load(), got.Stock, got.Sold)
+		t.Logf("of %d orders, %d paid and %d expired in the race; stock %d, sold %d", n, nPaid, nExpired, got.Stock, got.Sold)
 	})
 }
 
@@ -560,4 +524,51 @@ func TestUnsafeLifeControlsBreakTheSupply(t *testing.T) {
 			t.Errorf("stock + reserved + sold after the late payment: got %d, want 2, one more than the 1 there is", got)
 		}
 	})
+}
+
+// racePaysAndExpiry pays every order through payer while expirer expires
+// what is due, all at once, then checks that each order ended in the
+// state its payment's answer says (paid if it succeeded, else expired),
+// and that every order moved once. It returns how many were paid and
+// how many expired.
+func racePaysAndExpiry(t *testing.T, ctx context.Context, payer, expirer life, orders []*seckill.Order) (nPaid, nExpired int64) {
+	t.Helper()
+	n := int64(len(orders))
+	paid := make([]atomic.Bool, n)
+	var expired atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		k, err := expirer.ExpireDue(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		expired.Add(int64(k))
+	})
+	for i, o := range orders {
+		wg.Go(func() {
+			_, err := payer.Pay(ctx, o.ID, o.UserID)
+			switch {
+			case err == nil:
+				paid[i].Store(true)
+			case !errors.Is(err, seckill.ErrOrderExpired):
+				t.Errorf("pay order %d: %v", o.ID, err)
+			}
+		})
+	}
+	wg.Wait()
+	for i, o := range orders {
+		got, _ := payer.Order(ctx, o.ID)
+		want := seckill.OrderExpired
+		if paid[i].Load() {
+			want = seckill.OrderPaid
+			nPaid++
+		}
+		if got.State != want {
+			t.Errorf("order %d: %q, want %q (the payment answered %v)", o.ID, got.State, want, paid[i].Load())
+		}
+	}
+	if nPaid+expired.Load() != n {
+		t.Errorf("paid %d + expired %d, want %d: each order moved once", nPaid, expired.Load(), n)
+	}
+	return nPaid, expired.Load()
 }
