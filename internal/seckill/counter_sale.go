@@ -192,16 +192,8 @@ func (s *CounterSale) payRows(ctx context.Context, ps []Payment, now time.Time) 
 // again (see CounterSale for the order of the two and what a crash
 // between them costs). Errors as Pay's.
 func (s *CounterSale) Cancel(ctx context.Context, orderID int64, userID string) (*Order, error) {
-	if err := validateMove(orderID, userID); err != nil {
-		return nil, err
-	}
-	o, err := s.store.Order(ctx, orderID)
+	o, err := movable(ctx, s.store, orderID, userID, s.now())
 	if err != nil {
-		return nil, err
-	}
-	// A move that cannot happen is answered before Redis is asked; the
-	// store checks again in its transaction.
-	if err := CheckMove(o, userID, s.now()); err != nil {
 		return nil, err
 	}
 	epochs, err := s.counter.Epochs(ctx, []int64{o.ProductID})

@@ -78,6 +78,25 @@ func validateMove(orderID int64, userID string) error {
 	return ValidateUserID(userID)
 }
 
+// movable reads userID's order orderID and checks that it may move at
+// now, so that a move that cannot happen is answered before a lock or
+// Redis is asked; the store checks again when it writes the move.
+func movable(ctx context.Context, orders interface {
+	Order(ctx context.Context, id int64) (*Order, error)
+}, orderID int64, userID string, now time.Time) (*Order, error) {
+	if err := validateMove(orderID, userID); err != nil {
+		return nil, err
+	}
+	o, err := orders.Order(ctx, orderID)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckMove(o, userID, now); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
 // Order returns one order.
 func (c catalog) Order(ctx context.Context, id int64) (*Order, error) {
 	if err := ValidateOrderID(id); err != nil {
@@ -110,16 +129,8 @@ func (s *Service) Pay(ctx context.Context, orderID int64, userID string) (*Order
 // Pay's, and ErrBusy when the lock was not had in time or the fence moved
 // on.
 func (s *Service) Cancel(ctx context.Context, orderID int64, userID string) (*Order, error) {
-	if err := validateMove(orderID, userID); err != nil {
-		return nil, err
-	}
-	o, err := s.store.Order(ctx, orderID)
+	o, err := movable(ctx, s.store, orderID, userID, s.now())
 	if err != nil {
-		return nil, err
-	}
-	// A move that cannot happen is answered without the lock; the store
-	// checks again under it.
-	if err := CheckMove(o, userID, s.now()); err != nil {
 		return nil, err
 	}
 	var out *Order
