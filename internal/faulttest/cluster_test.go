@@ -372,6 +372,19 @@ func waitSold(ctx context.Context, r *replica, id int64, n int64, timeout time.D
 	return nil
 }
 
+// A replica stopped inside a database transaction keeps what the
+// transaction holds: SQLite's write lock, which every writer of the file
+// needs, or PostgreSQL's lock on the product's row. The other replica then
+// sells nothing until it continues, whatever happened to the leases. A
+// scenario that stops a replica and waits for the other to sell gives up
+// after stalledWriterWait, continues the stopped one and tries again, with
+// stoppedInWrite in the attempt's note: the stop caught the replica in a
+// write, not only in its critical section.
+const (
+	stalledWriterWait = 10 * time.Second
+	stoppedInWrite    = "the stop caught it inside a database write, whose locks the other replica waits for"
+)
+
 // waitSoldOut polls until the product has no stock left, as seen through
 // r: the last phase of a scenario whose sale must complete, which then
 // ends its sale.

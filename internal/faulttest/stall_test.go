@@ -98,18 +98,23 @@ func stallOnce(ctx context.Context, a, b *replica, id, s int64, before metrics, 
 		return false, "", fmt.Errorf("read the product from %s", b.name)
 	}
 	// The lease has to run out (TTL) before b can sell; the deadline is
-	// generous and is not an assertion on speed. In the control, a's
-	// write-back loses what b sold meanwhile: b sells more than midWrites
-	// first, so that the oversell is one oversoldNow can tell from
-	// purchases between their two writes (a loaded machine's b sells one
-	// or two at a time).
-	waitErr := waitSold(ctx, b, id, soldAtStop+controlLead(control), ttl+20*time.Second)
+	// generous and is not an assertion on speed: when it passes, a was
+	// stopped inside a database write and is tried again. In the control,
+	// a's write-back loses what b sold meanwhile: b sells more than
+	// midWrites first, so that the oversell is one oversoldNow can tell
+	// from purchases between their two writes (a loaded machine's b sells
+	// one or two at a time).
+	waitErr := waitSold(ctx, b, id, soldAtStop+controlLead(control), ttl+stalledWriterWait)
 	stopped := time.Since(stoppedAt)
 	if err := a.resume(); err != nil {
 		return false, "", err
 	}
 	if waitErr != nil {
-		return false, "", fmt.Errorf("%s stopped: %w", a.name, waitErr)
+		if ctx.Err() != nil {
+			return false, "", ctx.Err()
+		}
+		return false, fmt.Sprintf("%s stopped for %v with %d sold, and %s sold no more than %d: %s",
+			a.name, stopped.Round(time.Millisecond), soldAtStop, b.name, controlLead(control), stoppedInWrite), nil
 	}
 	note = fmt.Sprintf("%s stopped for %v with %d sold, until %s sold more", a.name, stopped.Round(time.Millisecond), soldAtStop, b.name)
 

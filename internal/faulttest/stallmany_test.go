@@ -163,15 +163,9 @@ func stallSeveralOnce(ctx context.Context, c *cluster, a, b *replica, before met
 		return true, nil
 	})
 	expired := time.Since(stoppedAt)
+	var blocked error
 	if waitErr == nil {
-		waitErr = poll.Until(wctx, 5*time.Millisecond, func() (bool, error) {
-			ps, err := b.api().Products(wctx)
-			var sold int64
-			for _, p := range ps {
-				sold += p.Sold
-			}
-			return err == nil && sold > soldAtStop, nil
-		})
+		blocked = waitSoldAll(ctx, b, soldAtStop, stalledWriterWait)
 	}
 	stopped := time.Since(stoppedAt)
 	if err := cont(); err != nil {
@@ -179,6 +173,13 @@ func stallSeveralOnce(ctx context.Context, c *cluster, a, b *replica, before met
 	}
 	if waitErr != nil {
 		return false, "", fmt.Errorf("%s stopped with %d locks taken: %w", a.name, len(owners), waitErr)
+	}
+	if blocked != nil {
+		if ctx.Err() != nil {
+			return false, "", ctx.Err()
+		}
+		return false, fmt.Sprintf("%s stopped for %v, its locks expired after %v, but %s sold nothing: %s",
+			a.name, stopped.Round(time.Millisecond), expired.Round(time.Millisecond), b.name, stoppedInWrite), nil
 	}
 	note = fmt.Sprintf("%s stopped for %v with %v holders paused and %d product locks taken in Redis; those had all expired or changed hands after %v",
 		a.name, stopped.Round(time.Millisecond), before[mChaosPaused], len(owners), expired.Round(time.Millisecond))
@@ -214,4 +215,19 @@ func stallSeveralOnce(ctx context.Context, c *cluster, a, b *replica, before met
 		return false, note + "; no evidence that it wrote from stale reads of two products", nil
 	}
 	return true, note + "; " + evidence, nil
+}
+
+// waitSoldAll polls until the products' sold counts, as r lists them, add
+// up to more than n.
+func waitSoldAll(ctx context.Context, r *replica, n int64, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return poll.Until(ctx, 5*time.Millisecond, func() (bool, error) {
+		ps, err := r.api().Products(ctx)
+		var sold int64
+		for _, p := range ps {
+			sold += p.Sold
+		}
+		return err == nil && sold > n, nil
+	})
 }
