@@ -20,11 +20,12 @@ import (
 	"github.com/seckill-ref/seckill/internal/app"
 	"github.com/seckill-ref/seckill/internal/demo"
 	"github.com/seckill-ref/seckill/internal/procutil"
+	"github.com/seckill-ref/seckill/internal/testinfra/seckillbin"
 )
 
 // serveEnv, set in a child of this test binary, makes it a replica: the
-// demo's replica command here (replica), as the seckill binary's serve is
-// there.
+// heap benchmark's (heapReplica), which needs this binary's heap report;
+// the tests' replicas run the seckill binary (replica).
 const serveEnv = demo.ServeEnv
 
 // TestMain runs a replica when started as one, and otherwise the tests,
@@ -47,7 +48,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(tempDirRun{m})
 }
 
-// tempDirRun runs the tests with TMPDIR a directory of their own, and
+// tempDirRun builds the replicas' binary (replicaBin) and runs the tests
+// with TMPDIR a directory of their own, and
 // fails the run if a directory is left in it afterwards: each demo sale
 // (a matrix row too) makes its temporary directory there and must remove
 // it, whatever happened; a test's t.TempDir is gone once the test is. The
@@ -62,6 +64,16 @@ func TestMain(m *testing.M) {
 type tempDirRun struct{ m *testing.M }
 
 func (r tempDirRun) Run() int {
+	bins, err := os.MkdirTemp("", "demo-test-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo: a directory for the seckill binary:", err)
+		return 1
+	}
+	defer os.RemoveAll(bins)
+	if replicaBin, err = seckillbin.Build(bins); err != nil {
+		fmt.Fprintln(os.Stderr, "demo: FAIL:", err)
+		return 1
+	}
 	dir, err := os.MkdirTemp("", "demo-test-")
 	if err == nil {
 		err = os.Chmod(dir, 0o755)
@@ -94,11 +106,16 @@ func (r tempDirRun) Run() int {
 	return code
 }
 
-// replica runs this test binary as a replica (serveEnv).
+// replicaBin is the seckill binary the demos' replicas run, built once by
+// tempDirRun without the race detector (package seckillbin says why): most
+// of the tests' time is their sales, and a replica under -race serves them
+// several times slower.
+var replicaBin string
+
+// replica runs the seckill binary's serve, as the seckill binary's demo
+// does.
 func replica() (*exec.Cmd, error) {
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = []string{serveEnv + "=1"}
-	return cmd, nil
+	return exec.Command(replicaBin, "serve"), nil
 }
 
 // syncBuffer is a bytes.Buffer that goroutines may write while the test
