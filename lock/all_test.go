@@ -139,6 +139,7 @@ func TestTryAcquireAllAndReleaseAllInOneRoundTripEach(t *testing.T) {
 // ReleaseAll reports each Lock as Release would: one whose key Redis lost
 // while it was held gets ErrLeaseLost and Lost closes, the others nil.
 func TestReleaseAllReportsEachLoss(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	l := newLocker(t, srv, lock.Options{})
@@ -164,6 +165,7 @@ func TestReleaseAllReportsEachLoss(t *testing.T) {
 // error of its own, and leaves no lock behind: the attempts' tickets are
 // withdrawn, so a late run of the scripts takes nothing.
 func TestTryAcquireAllWithoutAReplyTakesNothing(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	var broken sync.Once
@@ -230,6 +232,7 @@ func (b breakAfterScripts) Read(p []byte) (int, error) {
 // Over Redis Cluster the names fall in different slots, on different
 // masters: TryAcquireAll and ReleaseAll send one pipeline to each.
 func TestTryAcquireAllAcrossClusterSlots(t *testing.T) {
+	t.Parallel()
 	skipInShort(t, shortMultiNodes)
 	nodes := redistest.StartCluster(t, 3)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{nodes[0].Addr()}})
@@ -266,6 +269,7 @@ func TestTryAcquireAllAcrossClusterSlots(t *testing.T) {
 // On Redlock each lock is a quorum of its own: TryAcquireAll takes the
 // free ones on a majority of the nodes and refuses the held.
 func TestTryAcquireAllOnRedlock(t *testing.T) {
+	t.Parallel()
 	skipInShort(t, shortMultiNodes)
 	nodes := startNodes(t, 3)
 	opts := lock.Options{NodeTimeout: 500 * time.Millisecond}
@@ -289,6 +293,7 @@ func TestTryAcquireAllOnRedlock(t *testing.T) {
 
 // After Close, TryAcquireAll takes nothing.
 func TestTryAcquireAllAfterClose(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l, err := lock.New(srv.Client(), lock.Options{})
 	if err != nil {

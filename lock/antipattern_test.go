@@ -18,6 +18,7 @@ import (
 
 // SETNX then EXPIRE: the client crashes between the two commands.
 func TestAntipatternSetNXThenExpireDeadlocks(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client()
 	ctx := context.Background()
@@ -61,6 +62,7 @@ func TestAntipatternSetNXThenExpireDeadlocks(t *testing.T) {
 // GETSET timestamps: value = expiry timestamp, judged by each client's
 // own clock.
 func TestAntipatternExpiryTimestampTrustsClientClocks(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client()
 	ctx := context.Background()
@@ -100,6 +102,7 @@ func TestAntipatternExpiryTimestampTrustsClientClocks(t *testing.T) {
 // Unconditional DEL: plain DEL after the lease expired deletes the
 // next holder's lock.
 func TestAntipatternPlainDeleteFreesSuccessorsLock(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client()
 	ctx := context.Background()
@@ -139,6 +142,7 @@ func TestAntipatternPlainDeleteFreesSuccessorsLock(t *testing.T) {
 
 // GET then DEL: the lease expires in between.
 func TestAntipatternGetThenDeleteRace(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client()
 	ctx := context.Background()
@@ -190,6 +194,7 @@ func TestAntipatternGetThenDeleteRace(t *testing.T) {
 // The correct but polling lock (seedlock.Mutex) is the benchmark's baseline: check
 // that it does exclude and does time out.
 func TestSeedLockExcludesAndTimesOut(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	a := &seedlock.Mutex{Client: srv.Client(), TTL: 5 * time.Second, Wait: 50 * time.Millisecond, Retry: 10 * time.Millisecond}

@@ -32,6 +32,7 @@ import (
 const crashedGranteeBound = 1500 * time.Millisecond
 
 func TestGrantToCrashedProcessBlocksOnlyItsClaim(t *testing.T) {
+	t.Parallel()
 	took, err := grantToCrashedProcess(t)
 	if err != nil {
 		t.Fatalf("the next waiter after a grant to a crashed process: %v; want the lock within %v", err, crashedGranteeBound)
@@ -58,6 +59,7 @@ const (
 // not a test: it waits for the lock with default options until it is
 // killed.
 func TestHelperWaitingProcess(t *testing.T) {
+	t.Parallel()
 	addr := os.Getenv(childAddrEnv)
 	if addr == "" {
 		t.Skip("the child process of TestGrantToCrashedProcess*")
@@ -144,6 +146,7 @@ func grantToCrashedProcess(t *testing.T) (time.Duration, error) {
 // release set it. The control grants the uncapped claim.
 
 func TestClaimLeaseIsCappedByTheTTL(t *testing.T) {
+	t.Parallel()
 	if pttl := claimAfterRelease(t); pttl > 100*time.Millisecond {
 		t.Errorf("the grant's lease is %v, longer than the 100ms TTL", pttl)
 	}

@@ -23,6 +23,7 @@ import (
 // Lock it returns is never told that its lease ran out.
 
 func TestAcquireRacingCloseReturnsErrClosed(t *testing.T) {
+	t.Parallel()
 	if err := acquireRacingClose(t); err != nil {
 		t.Error(err)
 	}

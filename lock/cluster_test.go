@@ -18,6 +18,7 @@ import (
 // published from a script reach subscribers through the cluster bus. One
 // node owning all 16384 slots is a real Redis Cluster to the client.
 func TestWorksOnRedisCluster(t *testing.T) {
+	t.Parallel()
 	skipInShort(t, shortMultiNodes)
 	srv := redistest.Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes-"+t.Name()+".conf")
 	admin := srv.Client()

@@ -18,6 +18,7 @@ import (
 // on the line (nobody waits), and DEL. Neither leaves a key behind but the
 // fence counter.
 func TestUncontendedAcquireReleaseCommands(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	ctx := context.Background()
@@ -48,6 +49,7 @@ func TestUncontendedAcquireReleaseCommands(t *testing.T) {
 // control keeps the fence counters forever (FenceTTL negative): one key
 // per name stays.
 func TestIdleNamesLeaveNoKeys(t *testing.T) {
+	t.Parallel()
 	keys, persistent := idleNames(t, 200*time.Millisecond)
 	if len(persistent) > 0 {
 		t.Errorf("keys without a TTL: %v", persistent)
@@ -58,6 +60,7 @@ func TestIdleNamesLeaveNoKeys(t *testing.T) {
 }
 
 func TestIdleNamesControlCountersKeptForever(t *testing.T) {
+	t.Parallel()
 	skipInShort(t, shortControl)
 	keys, persistent := idleNames(t, -1)
 	if keys == 0 || len(persistent) == 0 {

@@ -21,6 +21,7 @@ import (
 // overshoot. The control keeps the sub-millisecond part of the TTL.
 
 func TestDeadlineAfterExtendIsNoLaterThanTheKeysExpiry(t *testing.T) {
+	t.Parallel()
 	if err := deadlineAfterExtend(t); err != nil {
 		t.Error(err)
 	}

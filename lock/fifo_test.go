@@ -28,6 +28,7 @@ import (
 // arrival is served first.
 
 func TestLateRefreshKeepsArrivalOrder(t *testing.T) {
+	t.Parallel()
 	inLine, order := lateRefresh(t)
 	if !inLine || len(order) != 2 || order[0] != "C" {
 		t.Errorf("after C's late refresh, C in the queue list: %v; order served: %v; want C back in line and served before D, which queued after it", inLine, order)

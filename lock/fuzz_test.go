@@ -145,6 +145,7 @@ func FuzzKeyLayout(f *testing.F) {
 // TestKeyLayoutCheckCatchesBrokenLayouts: the check above fails for
 // layouts that break each guarantee, so the fuzz target can find them.
 func TestKeyLayoutCheckCatchesBrokenLayouts(t *testing.T) {
+	t.Parallel()
 	// Two names in one slot, for a layout that keeps every key in its
 	// name's slot but shares one between the names.
 	a, b := "n0", ""
@@ -171,6 +172,7 @@ func TestKeyLayoutCheckCatchesBrokenLayouts(t *testing.T) {
 // TestKeySlotMatchesRedis compares keySlot with CLUSTER KEYSLOT of a real
 // redis-server in cluster mode, on keys with every kind of hash tag.
 func TestKeySlotMatchesRedis(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, "--cluster-enabled", "yes", "--cluster-config-file", t.TempDir()+"/nodes.conf")
 	c := srv.Client()
 	for _, key := range []string{

@@ -23,6 +23,7 @@ import (
 // releases hand over can wake waiters: if hand-off were broken, this test
 // would hang until its wait timeout.
 func TestHandOffNeedsNoPolling(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	opts := lock.Options{RecheckInterval: time.Minute, WaitTimeout: 10 * time.Second}
 	lockers := []*lock.Locker{newLocker(t, srv, opts), newLocker(t, srv, opts)}
@@ -72,6 +73,7 @@ func TestHandOffNeedsNoPolling(t *testing.T) {
 // leaves the lock free. Re-checks, which would also serve the line, are a
 // minute apart here.
 func TestReleaseServesTheQueueItFinds(t *testing.T) {
+	t.Parallel()
 	if err := releaseToNextInLine(t); err != nil {
 		t.Error(err)
 	}
@@ -142,6 +144,7 @@ func releaseToNextInLine(t *testing.T) error {
 
 // Goroutines of one process are served in the order they arrived.
 func TestLocalWaitersAreFIFO(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l := newLocker(t, srv, lock.Options{})
 	first := mustAcquire(t, l, "res")
@@ -180,6 +183,7 @@ func TestLocalWaitersAreFIFO(t *testing.T) {
 // A grant message can be lost (the subscription connection drops). The
 // fallback re-check must find the lock granted to the waiter anyway.
 func TestLostGrantMessageIsRecovered(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client()
 	holder := newLocker(t, srv, lock.Options{})
@@ -213,6 +217,7 @@ func TestLostGrantMessageIsRecovered(t *testing.T) {
 // An acquire whose reply never comes may still have taken the lock. It must
 // not leave that lock orphaned until its TTL (bsm/redislock's behaviour).
 func TestAmbiguousAcquireFailsClosed(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, "--enable-debug-command", "yes")
 	admin := srv.Client()
 	// ContextTimeoutEnabled: the context's deadline, not ReadTimeout,
@@ -294,6 +299,7 @@ func redisBusy(addr string) bool {
 // delete alone would find nothing to delete, and the late acquire would take
 // the lock for its whole TTL; the ticket's tombstone makes it refuse.
 func TestLateAcquireAfterWithdrawIsRefused(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	var armed atomic.Bool
@@ -331,6 +337,7 @@ func TestLateAcquireAfterWithdrawIsRefused(t *testing.T) {
 // nobody else is queued. So each hold reads the queue, and a run counts
 // the holds in a row of one process during which the other stood in it.
 func TestLocalBurstIsBounded(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	const perLocker, rounds, burst = 6, 12, 4
@@ -401,6 +408,7 @@ func TestLocalBurstIsBounded(t *testing.T) {
 // while another process waits, the lock goes to that process, not to a
 // local waiter on the strength of the earlier run.
 func TestBurstCountEndsWithItsRun(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	ctx := context.Background()

@@ -54,6 +54,7 @@ func passLocally(t *testing.T, l *lock.Locker, lk *lock.Lock) *lock.Lock {
 // which checks that the key is still the run's before the old Lock's
 // Release returns.
 func TestLocalRunPassesTheLockWithoutRedis(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	ctx := context.Background()
@@ -97,6 +98,7 @@ func TestLocalRunPassesTheLockWithoutRedis(t *testing.T) {
 // would not make it larger. The control records only the token issued,
 // not the reserved ones, and the next holder gets a token the run used.
 func TestLocalRunTokensStayBelowTheNextHolders(t *testing.T) {
+	t.Parallel()
 	if err := nextHolderAfterDeadRun(t); err != nil {
 		t.Error(err)
 	}
@@ -134,6 +136,7 @@ func nextHolderAfterDeadRun(t *testing.T) error {
 // With renewal disabled, each Lock's lease is TTL from its own acquisition,
 // so every hold, also within a run, comes from a script of its own.
 func TestNoLocalRunWithoutRenewal(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	a := newLocker(t, srv, lock.Options{WaitTimeout: 20 * time.Second, DisableRenewal: true})

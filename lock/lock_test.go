@@ -19,6 +19,7 @@ import (
 )
 
 func TestAcquireWritesOwnerLeaseAndToken(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client()
 	l := newLocker(t, srv, lock.Options{TTL: 5 * time.Second})
@@ -48,6 +49,7 @@ func TestAcquireWritesOwnerLeaseAndToken(t *testing.T) {
 // Requirement 1: two Lockers on separate clients, 64 goroutines, one key:
 // never two holders at once.
 func TestMutualExclusion(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	lockers := []*lock.Locker{
 		newLocker(t, srv, lock.Options{}),
@@ -98,6 +100,7 @@ func TestMutualExclusion(t *testing.T) {
 // Requirement 2: a holder whose lease expired cannot release its
 // successor's lock.
 func TestOnlyOwnerReleases(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client()
 	a := newLocker(t, srv, lock.Options{TTL: 150 * time.Millisecond, DisableRenewal: true})
@@ -127,6 +130,7 @@ func TestOnlyOwnerReleases(t *testing.T) {
 // Requirement 3: a holder that never releases (it crashed) is taken over by
 // a waiter once its lease runs out, within TTL plus a small bound.
 func TestCrashedHolderTakenOver(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const ttl = 300 * time.Millisecond
 	crashed, err := lock.New(srv.Client(), lock.Options{TTL: ttl})
@@ -162,6 +166,7 @@ func TestCrashedHolderTakenOver(t *testing.T) {
 // parallel suites can delay a renewal past the lease's end, and the other
 // Locker then rightly gets in.
 func TestRenewalKeepsLongWorkExclusive(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const ttl = time.Second
 	holder := newLocker(t, srv, lock.Options{TTL: ttl})
@@ -198,6 +203,7 @@ func TestRenewalKeepsLongWorkExclusive(t *testing.T) {
 // Requirement 4b: a holder whose renewal fails is told, through Lost and
 // through the contexts it derived.
 func TestLostLeaseIsReported(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name       string
 		breakLease func(*redistest.Server)
@@ -247,6 +253,7 @@ func TestLostLeaseIsReported(t *testing.T) {
 // Requirement 5: tokens strictly increase over thousands of acquisitions,
 // across two Lockers, and across restarts that lose the counter.
 func TestFencingTokensIncreaseAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client()
 	lockers := []*lock.Locker{newLocker(t, srv, lock.Options{}), newLocker(t, srv, lock.Options{})}
@@ -279,6 +286,7 @@ func TestFencingTokensIncreaseAcrossRestarts(t *testing.T) {
 // Requirement 6: cancelling a waiter's context ends the wait promptly, and
 // leaves no queue entry, subscription or goroutine behind.
 func TestCancelledWaitLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client()
 	holderL := newLocker(t, srv, lock.Options{})
@@ -318,6 +326,7 @@ func TestCancelledWaitLeavesNothingBehind(t *testing.T) {
 }
 
 func TestWaitTimeoutMatchesDeadlineExceeded(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	holder := newLocker(t, srv, lock.Options{})
 	waiter := newLocker(t, srv, lock.Options{WaitTimeout: 50 * time.Millisecond})
@@ -330,6 +339,7 @@ func TestWaitTimeoutMatchesDeadlineExceeded(t *testing.T) {
 }
 
 func TestTryAcquireDoesNotWait(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	a := newLocker(t, srv, lock.Options{})
 	b := newLocker(t, srv, lock.Options{})
@@ -350,6 +360,7 @@ func TestTryAcquireDoesNotWait(t *testing.T) {
 // An extend must never re-create a lock that already expired: someone else
 // may hold it (redsync's SetNXOnExtend hazard).
 func TestExtendNeverRecreatesExpiredLock(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client()
 	l := newLocker(t, srv, lock.Options{TTL: 100 * time.Millisecond, DisableRenewal: true})
@@ -367,6 +378,7 @@ func TestExtendNeverRecreatesExpiredLock(t *testing.T) {
 }
 
 func TestDoReleasesOnErrorAndPanic(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client()
 	l := newLocker(t, srv, lock.Options{})
@@ -392,6 +404,7 @@ func TestDoReleasesOnErrorAndPanic(t *testing.T) {
 }
 
 func TestDoCancelsFnWhenLeaseIsLost(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client()
 	l := newLocker(t, srv, lock.Options{TTL: 150 * time.Millisecond})
@@ -409,6 +422,7 @@ func TestDoCancelsFnWhenLeaseIsLost(t *testing.T) {
 }
 
 func TestDistinctNamesDoNotContend(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l := newLocker(t, srv, lock.Options{})
 	var locks []*lock.Lock
@@ -455,6 +469,7 @@ func (o *countingObserver) LeaseLost(string) {
 // before the deadline) is still a lost lease, counted once, and counted
 // before the release: metrics that show the hold over show its loss.
 func TestLossFoundByReleaseIsCounted(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	obs := &countingObserver{}
 	l := newLocker(t, srv, lock.Options{TTL: time.Minute, DisableRenewal: true, Observer: obs})
@@ -490,6 +505,7 @@ func TestLossFoundByReleaseIsCounted(t *testing.T) {
 // Lock's deadline passed (and the loss was reported) leaves the Lock lost:
 // Extend returns ErrLeaseLost, and Deadline does not move.
 func TestExtendLandingAfterTheLossLeavesItLost(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	loadScripts(t, srv.Client()) // no NOSCRIPT round trip around the slow reply
@@ -543,6 +559,7 @@ func (c *slowReplyConn) Read(p []byte) (int, error) {
 // Options that cannot work are refused by New with an error that names the
 // option; the ones next to them are accepted.
 func TestNewRefusesBadOptions(t *testing.T) {
+	t.Parallel()
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never contacted
 	defer c.Close()
 	for _, tc := range []struct {

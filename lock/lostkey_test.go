@@ -55,6 +55,7 @@ func await[T any](t *testing.T, ch <-chan T, what string) T {
 // loss. The key is lost three ways: deleted alone (as an eviction would),
 // every key flushed, and a restart without persistence.
 func TestLocalRunReportsAKeyRedisLost(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		lose func(t *testing.T, srv *redistest.Server, admin *redis.Client)
@@ -216,6 +217,7 @@ func (c *checkConn) Read(p []byte) (int, error) {
 // answered, not when its own check comes back. Here the third Lock's own
 // check is still held back when the second's lands.
 func TestLossFoundByAnEarlierHoldReachesTheHolderAtOnce(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	loadScripts(t, admin)
@@ -274,6 +276,7 @@ func TestLossFoundByAnEarlierHoldReachesTheHolderAtOnce(t *testing.T) {
 // checks the second Lock, held back until then, finds the key gone too,
 // but only because the run's own release deleted it: it proves nothing.
 func TestRunsOwnReleaseIsNoLoss(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	loadScripts(t, admin)

@@ -37,6 +37,7 @@ func newRedlock(t *testing.T, nodes []*redistest.Server, opts lock.Options) *loc
 }
 
 func TestRedlockMutualExclusionAndHandOff(t *testing.T) {
+	t.Parallel()
 	skipInShort(t, shortMultiNodes)
 	nodes := startNodes(t, 3)
 	// The re-check is a minute away: waiters are woken by releases only.
@@ -83,6 +84,7 @@ func TestRedlockMutualExclusionAndHandOff(t *testing.T) {
 // A minority of nodes down: the lock works. A majority down: it refuses,
 // and says why. Back up: it works again.
 func TestRedlockNeedsAQuorum(t *testing.T) {
+	t.Parallel()
 	skipInShort(t, shortMultiNodes)
 	nodes := startNodes(t, 3)
 	// Killed nodes refuse at once; the live ones may answer slowly on a
@@ -124,6 +126,7 @@ func TestRedlockNeedsAQuorum(t *testing.T) {
 // Tokens keep increasing while a minority of nodes restarts without
 // persistence between acquisitions.
 func TestRedlockTokensAcrossNodeRestarts(t *testing.T) {
+	t.Parallel()
 	skipInShort(t, shortMultiNodes)
 	nodes := startNodes(t, 3)
 	l := newRedlock(t, nodes, lock.Options{NodeTimeout: 500 * time.Millisecond}) // slow answers still count
@@ -146,6 +149,7 @@ func TestRedlockTokensAcrossNodeRestarts(t *testing.T) {
 // large token); once that node is gone, the other two must still issue
 // larger tokens. Without the raise, they would go back to their clocks.
 func TestRedlockRaisesTheQuorumsFence(t *testing.T) {
+	t.Parallel()
 	skipInShort(t, shortMultiNodes)
 	nodes := startNodes(t, 3)
 	// A node timeout that a loaded machine's first dial and script load
@@ -175,6 +179,7 @@ func TestRedlockRaisesTheQuorumsFence(t *testing.T) {
 // A node that stops answering (SIGSTOP: connections open, no replies)
 // costs NodeTimeout, not the lease.
 func TestRedlockFrozenNodeCostsOnlyTheNodeTimeout(t *testing.T) {
+	t.Parallel()
 	skipInShort(t, shortMultiNodes)
 	nodes := startNodes(t, 3)
 	const nodeTimeout = 50 * time.Millisecond
@@ -200,6 +205,7 @@ func TestRedlockFrozenNodeCostsOnlyTheNodeTimeout(t *testing.T) {
 
 // Losing the quorum while holding is a lost lease, reported through Lost.
 func TestRedlockLostQuorumIsReported(t *testing.T) {
+	t.Parallel()
 	skipInShort(t, shortMultiNodes)
 	nodes := startNodes(t, 3)
 	const ttl = 300 * time.Millisecond
@@ -226,6 +232,7 @@ func TestRedlockLostQuorumIsReported(t *testing.T) {
 // Replica acknowledgement: with WaitReplicas, an acquisition counts only
 // once a replica has it; without one, it fails and leaves nothing behind.
 func TestWaitReplicasAcknowledgement(t *testing.T) {
+	t.Parallel()
 	// No 5 s pause before the first (diskless) sync to the replica.
 	master := redistest.Start(t, "--repl-diskless-sync-delay", "0")
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
@@ -269,6 +276,7 @@ func TestWaitReplicasAcknowledgement(t *testing.T) {
 // round of withdraws. The live node sees two script calls: the attempt and
 // its one withdraw.
 func TestRedlockFailedAttemptGivesItsTicketUpOnce(t *testing.T) {
+	t.Parallel()
 	skipInShort(t, shortMultiNodes)
 	nodes := startNodes(t, 3)
 	l := newRedlock(t, nodes, lock.Options{WaitTimeout: 2 * time.Second, NodeTimeout: 500 * time.Millisecond})

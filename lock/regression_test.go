@@ -31,6 +31,7 @@ import (
 // would fail with "held or awaited in this process" although the lock is
 // free.
 func TestQueueForgottenAfterLocalHandOff(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client()
 	l := newLocker(t, srv, lock.Options{})
@@ -68,6 +69,7 @@ func TestQueueForgottenAfterLocalHandOff(t *testing.T) {
 // RecheckInterval) grants the lock to a ticket of a closed Locker, and the
 // lock is stuck for a full TTL although nobody holds it.
 func TestCloseWithdrawsQueuedTicket(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client()
 	ctx := context.Background()
@@ -114,6 +116,7 @@ func TestCloseWithdrawsQueuedTicket(t *testing.T) {
 // TestLateAcquireAfterWithdrawIsRefused), which makes the interleaving
 // deterministic.
 func TestGrantDuringWithdrawIsNotHandedOut(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	ctx := context.Background()
@@ -193,6 +196,7 @@ func TestGrantDuringWithdrawIsNotHandedOut(t *testing.T) {
 // Lock would still report nothing: Lost open, Err nil, contexts live,
 // past its own Deadline.
 func TestLossReportedWhileRenewalHangs(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	ctx := context.Background()
@@ -230,6 +234,7 @@ func TestLossReportedWhileRenewalHangs(t *testing.T) {
 // cause ErrNotHeld (Release clears the Lock's map of derived contexts;
 // Context must not write to it).
 func TestContextOfReleasedLockIsDone(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l := newLocker(t, srv, lock.Options{})
 	lk := mustAcquire(t, l, "res")
@@ -258,6 +263,7 @@ func TestContextOfReleasedLockIsDone(t *testing.T) {
 // by go-redis (runOnce); after a lost reply the Locker withdraws T and asks
 // again without a ticket to queue.
 func TestRetriedReleaseIsIdempotent(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	ctx := context.Background()
@@ -308,6 +314,7 @@ func TestRetriedReleaseIsIdempotent(t *testing.T) {
 // only what the second call saw, and Release says the lock was not held.
 
 func TestReleaseWithLostReplyReportsReleased(t *testing.T) {
+	t.Parallel()
 	if err := releaseWithLostReply(t); err != nil {
 		t.Errorf("Release whose first reply was lost = %v, want nil: the first call released", err)
 	}

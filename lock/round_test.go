@@ -19,6 +19,7 @@ import (
 // WAIT: a replica that lags past the timeout costs the round one timeout,
 // not one per lock. Counted on the master (INFO commandstats), not timed.
 func TestTryAcquireAllConfirmsARoundWithOneWait(t *testing.T) {
+	t.Parallel()
 	master := redistest.Start(t, "--repl-diskless-sync-delay", "0")
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
 	mc := master.Client()
@@ -81,6 +82,7 @@ func TestTryAcquireAllConfirmsARoundWithOneWait(t *testing.T) {
 // round's deadline (plus a short floor to send them), not one after another
 // with a timeout each.
 func TestTryAcquireAllWithdrawsWithinTheRoundsTime(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	// A client as the service makes it: calls end at their context's
 	// deadline, and go-redis sends none twice.

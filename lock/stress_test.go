@@ -75,6 +75,7 @@ var handOffRuns = flag.Int("handoff-runs", 40, "TestNoMissedHandOff: how many ru
 // (9,600 hand-offs) catch a miss that happens in one run of 20 with a
 // probability of 87%; -handoff-runs 100, the soak, with 99.4%.
 func TestNoMissedHandOff(t *testing.T) {
+	t.Parallel()
 	const recheck = 5 * time.Second
 	runs := *handOffRuns
 	if testing.Short() {

@@ -30,6 +30,7 @@ import (
 // the lock is then held by the released Lock's owner.
 
 func TestLostRegistrationReplyNeverRegrantsAReleasedTicket(t *testing.T) {
+	t.Parallel()
 	if err := lostRegistrationReply(t); err != nil {
 		t.Error(err)
 	}
@@ -201,6 +202,7 @@ func (c *faultyConn) Read(p []byte) (int, error) {
 // control lets go-redis retry the attempt: the late copy takes the lock.
 
 func TestLateUncontendedAttemptNeverTakesAReleasedLock(t *testing.T) {
+	t.Parallel()
 	if err := lateUncontendedAttempt(t); err != nil {
 		t.Error(err)
 	}

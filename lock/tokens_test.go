@@ -27,24 +27,29 @@ import (
 type tokenEvent func(t *testing.T, opts lock.Options) (last, next int64)
 
 func TestTokenIncreasesAfterStaleSnapshotRestart(t *testing.T) {
+	t.Parallel()
 	assertTokenIncreases(t, staleSnapshotRestart, lock.Options{})
 }
 
 func TestTokenStaleSnapshotControlCounterRuleGoesBack(t *testing.T) {
+	t.Parallel()
 	skipInShort(t, shortControl)
 	assertTokenGoesBack(t, staleSnapshotRestart, lock.Options{UnsafeCounterTokens: true})
 }
 
 func TestTokenIncreasesAfterFailoverToLaggingReplica(t *testing.T) {
+	t.Parallel()
 	assertTokenIncreases(t, failoverToLaggingReplica, lock.Options{})
 }
 
 func TestTokenLaggingReplicaControlCounterRuleGoesBack(t *testing.T) {
+	t.Parallel()
 	skipInShort(t, shortControl)
 	assertTokenGoesBack(t, failoverToLaggingReplica, lock.Options{UnsafeCounterTokens: true})
 }
 
 func TestTokenIncreasesAfterRestartWithoutPersistence(t *testing.T) {
+	t.Parallel()
 	assertTokenIncreases(t, restartWithoutPersistence, lock.Options{})
 }
 
@@ -54,6 +59,7 @@ func TestTokenNoPersistenceControlCounterAloneGoesBack(t *testing.T) {
 }
 
 func TestTokenIncreasesAfterTheCounterExpires(t *testing.T) {
+	t.Parallel()
 	assertTokenIncreases(t, counterExpired, lock.Options{})
 }
 
@@ -63,11 +69,13 @@ func TestTokenCounterExpiredControlCounterAloneGoesBack(t *testing.T) {
 }
 
 func TestRedlockTokenIncreasesWhenTheSharedNodeIsStale(t *testing.T) {
+	t.Parallel()
 	skipInShort(t, shortMultiNodes)
 	assertTokenIncreases(t, redlockSharedNodeStale, lock.Options{})
 }
 
 func TestRedlockStaleSharedNodeControlCounterRuleGoesBack(t *testing.T) {
+	t.Parallel()
 	skipInShort(t, shortControl)
 	assertTokenGoesBack(t, redlockSharedNodeStale, lock.Options{UnsafeCounterTokens: true})
 }
@@ -243,6 +251,7 @@ func redlockOver(t *testing.T, opts lock.Options, addrs ...string) *lock.Locker 
 // Reporting the place lost instead would leave the lock held by a ticket
 // nobody takes until its claim lease ends.
 func TestRefreshTakesGrantWhenTheCounterIsMissing(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	ctx := context.Background()

@@ -26,6 +26,7 @@ import (
 // (or R is queued), and each test fails.
 
 func TestCloseDuringReleaseLeavesNoTicketHoldingTheLock(t *testing.T) {
+	t.Parallel()
 	if err := closeDuringRelease(t); err != nil {
 		t.Error(err)
 	}
@@ -37,6 +38,7 @@ func TestCloseDuringReleaseControlRequeueIgnoresTombstone(t *testing.T) {
 }
 
 func TestWaiterLeavingDuringReleaseLeavesNoTicketHoldingTheLock(t *testing.T) {
+	t.Parallel()
 	if err := waiterLeavesDuringRelease(t); err != nil {
 		t.Error(err)
 	}
@@ -48,6 +50,7 @@ func TestWaiterLeavingDuringReleaseControlRequeueIgnoresTombstone(t *testing.T) 
 }
 
 func TestCloseDuringReleaseLeavesNoQueueEntry(t *testing.T) {
+	t.Parallel()
 	if err := closeDuringReleaseWithOthersQueued(t); err != nil {
 		t.Error(err)
 	}
