@@ -24,7 +24,6 @@ import (
 // waiter is left without a subscription.
 
 func TestNewDriverKeepsItsSubscription(t *testing.T) {
-	t.Parallel()
 	if err := newDriverDuringUnsubscribe(t); err != nil {
 		t.Error(err)
 	}
