@@ -27,6 +27,7 @@ import (
 var (
 	lifeRounds   = flag.Int("life-rounds", 3, "BenchmarkLifecycle: rounds of the whole table, interleaved in time")
 	lifePayShare = flag.Float64("life-pay", 0.7, "BenchmarkLifecycle: share of the buyers who pay")
+	lifeFloor    = flag.Bool("life-floor", false, "BenchmarkLifecycle: add mode=floor, whose payments are refused before the service is asked")
 )
 
 // BenchmarkLifecycle is a sale whose buyers pay, against the same sale
@@ -46,7 +47,13 @@ var (
 //	go test -run '^$' -bench Lifecycle -benchtime 20000x -timeout 60m ./internal/demo
 //
 // Compare the two modes of one round: the ratio life/final is the cost of
-// the life cycle to the purchases.
+// the life cycle to the purchases. With -life-floor, a third mode, floor,
+// is the life cycle's sale with payments that cost only their HTTP: the
+// same requests, each without its user_id, answered 400 by the handler
+// before the service is asked. floor/final is what the payments' requests
+// cost the purchases on this machine (the load, the replicas and the
+// databases share its CPUs) whatever the service does with them; life/floor
+// is what the payments' writes cost.
 func BenchmarkLifecycle(b *testing.B) {
 	skew, err := loadtest.ParseSkew("pow:3")
 	if err != nil {
@@ -57,10 +64,14 @@ func BenchmarkLifecycle(b *testing.B) {
 	for round := 1; round <= *lifeRounds; round++ {
 		for _, db := range benchDatabases {
 			for _, n := range []int{1, 2000} {
-				for _, mode := range []string{"final", "life"} {
+				modes := []string{"final", "life"}
+				if *lifeFloor {
+					modes = append(modes, "floor")
+				}
+				for _, mode := range modes {
 					c := benchCluster(b, rds, func(cfg *app.Config) {
 						cfg.LockWait = time.Minute
-						if mode == "life" {
+						if mode != "final" {
 							cfg.PayWindow = time.Minute
 						}
 						if db == "postgres" {
@@ -70,10 +81,10 @@ func BenchmarkLifecycle(b *testing.B) {
 					ids, _ := createProducts(b, c, n, seckill.MaxStock)
 					b.Run(fmt.Sprintf("round=%d/db=%s/products=%d/mode=%s", round, db, n, mode), func(b *testing.B) {
 						share := 0.0
-						if mode == "life" {
+						if mode != "final" {
 							share = *lifePayShare
 						}
-						buyAndPay(b, c, ids, skew, share)
+						buyAndPay(b, c, ids, skew, share, mode == "floor")
 					})
 					c.close(b)
 				}
@@ -89,13 +100,14 @@ const lifePayers = 64
 // order of each with probability payShare on lifePayers others, and
 // reports purchases/s, payments/s, the payments left at the end and the
 // p99 of the purchases. An answer other than 201 to a purchase or 200 to
-// a payment fails the benchmark.
-func buyAndPay(b *testing.B, c *benchSite, ids []int64, skew loadtest.Skew, payShare float64) {
+// a payment fails the benchmark; with floor, each payment is sent without
+// its user_id and must be answered 400.
+func buyAndPay(b *testing.B, c *benchSite, ids []int64, skew loadtest.Skew, payShare float64, floor bool) {
 	client := &http.Client{Transport: c.transport, Timeout: 30 * time.Second}
 	var mu sync.Mutex
 	pick := skew.Picker(len(ids), mrand.New(mrand.NewPCG(1, 2)))
-	post := func(url, user string) (int, []byte, error) {
-		res, err := client.Post(url, "application/json", bytes.NewReader([]byte(`{"user_id":"`+user+`"}`)))
+	post := func(url, req string) (int, []byte, error) {
+		res, err := client.Post(url, "application/json", bytes.NewReader([]byte(req)))
 		if err != nil {
 			return 0, nil, err
 		}
@@ -109,8 +121,12 @@ func buyAndPay(b *testing.B, c *benchSite, ids []int64, skew loadtest.Skew, payS
 	}
 	var paid atomic.Int64
 	pay := func(p toPay) error {
-		code, body, err := post(p.base+"/api/v1/orders/"+strconv.FormatInt(p.order, 10)+"/pay", p.user)
-		if err != nil || code != http.StatusOK {
+		req, want := `{"user_id":"`+p.user+`"}`, http.StatusOK
+		if floor {
+			req, want = `{"user":"`+p.user+`"}`, http.StatusBadRequest
+		}
+		code, body, err := post(p.base+"/api/v1/orders/"+strconv.FormatInt(p.order, 10)+"/pay", req)
+		if err != nil || code != want {
 			return fmt.Errorf("pay: %d %s %v", code, body, err)
 		}
 		paid.Add(1)
@@ -123,7 +139,7 @@ func buyAndPay(b *testing.B, c *benchSite, ids []int64, skew loadtest.Skew, payS
 		base := c.urls[i%int64(len(c.urls))]
 		user := "life-" + strconv.FormatInt(benchUser.Add(1), 10)
 		start := time.Now()
-		code, body, err := post(base+"/api/v1/products/"+strconv.FormatInt(id, 10)+"/purchase", user)
+		code, body, err := post(base+"/api/v1/products/"+strconv.FormatInt(id, 10)+"/purchase", `{"user_id":"`+user+`"}`)
 		took := time.Since(start)
 		if err != nil || code != http.StatusCreated {
 			return 0, fmt.Errorf("purchase: %d %s %v", code, body, err)
