@@ -78,8 +78,8 @@ func restartRedis(t *testing.T, db database, control bool) {
 			if ctx.Err() != nil {
 				return false, "", ctx.Err()
 			}
-			return false, fmt.Sprintf("%s stopped with %d sold; Redis back after %v; %s sold no more than %d: %s",
-				a.name, s, restarted.Round(time.Millisecond), b.name, controlLead(control), stoppedInWrite), nil
+			return false, fmt.Sprintf("%s stopped with %d sold; Redis back after %v; %s did not sell %d more: %s",
+				a.name, s, restarted.Round(time.Millisecond), b.name, controlLead(control)+1, stoppedInWrite), nil
 		}
 		note := fmt.Sprintf("%s stopped with %d sold; Redis (pid %d now) back after %v; %s sold again; %s continued after %v",
 			a.name, s, srv.PID(), restarted.Round(time.Millisecond), b.name, a.name, stopped.Round(time.Millisecond))

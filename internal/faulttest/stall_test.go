@@ -113,8 +113,8 @@ func stallOnce(ctx context.Context, a, b *replica, id, s int64, before metrics, 
 		if ctx.Err() != nil {
 			return false, "", ctx.Err()
 		}
-		return false, fmt.Sprintf("%s stopped for %v with %d sold, and %s sold no more than %d: %s",
-			a.name, stopped.Round(time.Millisecond), soldAtStop, b.name, controlLead(control), stoppedInWrite), nil
+		return false, fmt.Sprintf("%s stopped for %v with %d sold, and %s did not sell %d more: %s",
+			a.name, stopped.Round(time.Millisecond), soldAtStop, b.name, controlLead(control)+1, stoppedInWrite), nil
 	}
 	note = fmt.Sprintf("%s stopped for %v with %d sold, until %s sold more", a.name, stopped.Round(time.Millisecond), soldAtStop, b.name)
 
