@@ -114,8 +114,8 @@ fi
 # Every package, as ./... names them, the longest first (they take 30 s
 # to 3 min each; the others a few seconds): go test runs the packages in
 # the order given, as many at a time as there are CPUs, so the short ones
-# fill in beside the long ones at the end. In alphabetical order, lock and
-# store ran last, alone, for most of a minute.
+# fill in beside the long ones at the end, rather than lock and store,
+# last in alphabetical order, running alone.
 long="./internal/demo ./internal/faulttest ./lock ./internal/app ./internal/dashboard ./internal/seckill ./loadtest ./store"
 # shellcheck disable=SC2086 # $long is a list of packages
 exec go test -race -count=1 $long ./...

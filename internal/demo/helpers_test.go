@@ -64,16 +64,13 @@ func TestMain(m *testing.M) {
 type tempDirRun struct{ m *testing.M }
 
 func (r tempDirRun) Run() int {
-	bins, err := os.MkdirTemp("", "demo-test-bin-")
+	bin, remove, err := seckillbin.Build()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "demo: a directory for the seckill binary:", err)
-		return 1
-	}
-	defer os.RemoveAll(bins)
-	if replicaBin, err = seckillbin.Build(bins); err != nil {
 		fmt.Fprintln(os.Stderr, "demo: FAIL:", err)
 		return 1
 	}
+	defer remove()
+	replicaBin = bin
 	dir, err := os.MkdirTemp("", "demo-test-")
 	if err == nil {
 		err = os.Chmod(dir, 0o755)

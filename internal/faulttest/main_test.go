@@ -48,16 +48,13 @@ func run(m *testing.M) int {
 		seckillBin = bin
 		return m.Run()
 	}
-	dir, err := os.MkdirTemp("", "faulttest-bin-")
+	bin, remove, err := seckillbin.Build()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "faulttest: FAIL: create a directory for the seckill binary:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if seckillBin, err = seckillbin.Build(dir); err != nil {
 		fmt.Fprintln(os.Stderr, "faulttest: FAIL:", err)
 		return 1
 	}
+	defer remove()
+	seckillBin = bin
 	// The PostgreSQL scenarios share one server, started by the first of
 	// them and stopped when the tests are done.
 	return pgtest.Main(m)

@@ -21,15 +21,21 @@ import (
 	"github.com/seckill-ref/seckill/internal/procutil"
 )
 
-// Build compiles the module's main package to dir/seckill (seckill.exe on
-// Windows) and returns its path. go test puts its own Go first on PATH,
-// so this is the toolchain running the tests.
-func Build(dir string) (string, error) {
+// Build compiles the module's main package into a new temporary directory
+// and returns the binary's path (seckill, or seckill.exe on Windows), and
+// remove, which deletes the directory. go test puts its own Go first on
+// PATH, so this is the toolchain running the tests.
+func Build() (bin string, remove func(), err error) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		return "", fmt.Errorf("the go command is not on PATH, so the seckill binary cannot be built: %w", err)
+		return "", nil, fmt.Errorf("the go command is not on PATH, so the seckill binary cannot be built: %w", err)
 	}
-	bin := filepath.Join(dir, "seckill")
+	dir, err := os.MkdirTemp("", "seckill-bin-")
+	if err != nil {
+		return "", nil, fmt.Errorf("create a directory for the seckill binary: %w", err)
+	}
+	remove = func() { _ = os.RemoveAll(dir) }
+	bin = filepath.Join(dir, "seckill")
 	if filepath.Separator == '\\' {
 		bin += ".exe"
 	}
@@ -52,7 +58,8 @@ func Build(dir string) (string, error) {
 		err = p.Wait()
 	}
 	if err != nil {
-		return "", fmt.Errorf("go build the seckill binary: %w\n%s", err, out.Bytes())
+		remove()
+		return "", nil, fmt.Errorf("go build the seckill binary: %w\n%s", err, out.Bytes())
 	}
-	return bin, nil
+	return bin, remove, nil
 }
