@@ -35,7 +35,8 @@ import (
 // ProductsAndBuyers reads the products of want and, for each, which of
 // its users have an order for it: ProductAndBuyers for several products,
 // in one round trip. A product that does not exist is missing from
-// products. The products are read no later than the buyers.
+// products. The products and the buyers are read at one moment (one
+// statement).
 func (s *Store) ProductsAndBuyers(ctx context.Context, want []seckill.BuyersOf) (map[int64]*seckill.Product, map[int64]map[string]bool, error) {
 	return s.path.productsAndBuyers(ctx, want)
 }
@@ -127,15 +128,22 @@ func productIDs(want []seckill.BuyersOf) []int64 {
 // call, which costs more than running it. They go through database/sql,
 // not GORM: these are the statements of every purchase.
 const (
-	// sqliteProducts reads products by id: a JSON array of ids.
-	sqliteProducts = `SELECT id, name, stock, reserved, sold, fence FROM products WHERE id IN (SELECT value FROM json_each(?))`
-	// sqliteBuyers finds which (product, user) pairs of a JSON array of
-	// [product, user] have an order: the pairs as a table joined to
-	// orders, each one probe of the (product_id, user_id) index whatever
-	// the product has sold. (A row value IN a list of pairs is planned as
-	// a scan of that index from end to end.)
-	sqliteBuyers = `SELECT o.product_id, o.user_id FROM json_each(?) AS w
-		JOIN orders o ON o.product_id = w.value ->> 0 AND o.user_id = w.value ->> 1 AND o.` + liveState
+	// sqliteProductsAndBuyers reads products by id (?1: a JSON array of
+	// ids), and which (product, user) pairs of ?2 (a JSON array of
+	// [product, user]) have a live order, in one statement: one statement
+	// is one snapshot of the file. A buyer's order can leave pending
+	// (cancelled, expired), so a product and its buyers read in two
+	// statements can pair a stock from before such a move with buyers from
+	// after it: 0 in stock, and no order of the buyer's, where at no moment
+	// were both true. The buyers' rows carry the user (the product's carry
+	// NULL there): the pairs as a table joined to orders, each one probe
+	// of the (product_id, user_id) index whatever the product has sold. (A
+	// row value IN a list of pairs is planned as a scan of that index from
+	// end to end.)
+	sqliteProductsAndBuyers = `SELECT id, name, stock, reserved, sold, fence, NULL FROM products WHERE id IN (SELECT value FROM json_each(?1))
+		UNION ALL
+		SELECT o.product_id, '', 0, 0, 0, 0, o.user_id FROM json_each(?2) AS w
+		JOIN orders o ON o.product_id = w.value ->> 0 AND o.user_id = w.value ->> 1 AND o.` + liveState + "\n"
 	// sqliteInsertOrders inserts the orders of a JSON array of [product,
 	// user, fence, created_at, state, expires_at], and returns their ids.
 	sqliteInsertOrders = `INSERT INTO orders (product_id, user_id, fence, created_at, state, expires_at)
@@ -145,7 +153,7 @@ const (
 
 // sqliteStmts are the prepared statements of sqlitePath.
 type sqliteStmts struct {
-	products, buyers, claim, place, insert *sql.Stmt
+	productsAndBuyers, claim, place, insert *sql.Stmt
 }
 
 // prepareSQLite prepares the statements on db.
@@ -155,7 +163,7 @@ func prepareSQLite(db *sql.DB) (*sqliteStmts, error) {
 		stmt **sql.Stmt
 		sql  string
 	}{
-		{&st.products, sqliteProducts}, {&st.buyers, sqliteBuyers}, {&st.claim, claimFence},
+		{&st.productsAndBuyers, sqliteProductsAndBuyers}, {&st.claim, claimFence},
 		{&st.place, placeFenced}, {&st.insert, sqliteInsertOrders},
 	} {
 		var err error
@@ -184,26 +192,11 @@ func (g gormPath) productsAndBuyers(ctx context.Context, want []seckill.BuyersOf
 	return products, bought, nil
 }
 
-// readAll reads the products of want, then their buyers, through q.
+// readAll reads the products of want and their buyers through q, in one
+// statement (sqliteProductsAndBuyers).
 func (g gormPath) readAll(ctx context.Context, q querier, want []seckill.BuyersOf) (map[int64]*seckill.Product, map[int64]map[string]bool, error) {
 	ids, err := json.Marshal(productIDs(want))
 	if err != nil {
-		return nil, nil, err
-	}
-	rows, err := q.StmtContext(ctx, g.stmts.products).QueryContext(ctx, string(ids))
-	if err != nil {
-		return nil, nil, err
-	}
-	products := make(map[int64]*seckill.Product, len(want))
-	for rows.Next() {
-		var p seckill.Product
-		if err := rows.Scan(&p.ID, &p.Name, &p.Stock, &p.Reserved, &p.Sold, &p.Fence); err != nil {
-			_ = rows.Close()
-			return nil, nil, err
-		}
-		products[p.ID] = &p
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return nil, nil, err
 	}
 	pids, users := pairs(want)
@@ -215,22 +208,27 @@ func (g gormPath) readAll(ctx context.Context, q querier, want []seckill.BuyersO
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err = q.StmtContext(ctx, g.stmts.buyers).QueryContext(ctx, string(raw))
+	rows, err := q.StmtContext(ctx, g.stmts.productsAndBuyers).QueryContext(ctx, string(ids), string(raw))
 	if err != nil {
 		return nil, nil, err
 	}
+	products := make(map[int64]*seckill.Product, len(want))
 	bought := make(map[int64]map[string]bool, len(want))
 	for rows.Next() {
-		var id int64
-		var user string
-		if err := rows.Scan(&id, &user); err != nil {
+		var p seckill.Product
+		var user sql.NullString
+		if err := rows.Scan(&p.ID, &p.Name, &p.Stock, &p.Reserved, &p.Sold, &p.Fence, &user); err != nil {
 			_ = rows.Close()
 			return nil, nil, err
 		}
-		if bought[id] == nil {
-			bought[id] = map[string]bool{}
+		if !user.Valid {
+			products[p.ID] = &p
+			continue
 		}
-		bought[id][user] = true
+		if bought[p.ID] == nil {
+			bought[p.ID] = map[string]bool{}
+		}
+		bought[p.ID][user.String] = true
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return nil, nil, err

@@ -288,7 +288,7 @@ func TestSQLiteBuyerLookupUsesTheIndex(t *testing.T) {
 		return strings.Contains(p, "INDEX idx_orders_live (product_id=? AND user_id=?)") && strings.Contains(p, "SEARCH o USING") &&
 			!strings.Contains(p, "SCAN o")
 	}
-	if p := plan(store.SQLiteBuyers, `[[1,"u1"],[2,"u2"],[3,"u3"]]`); !probes(p) {
+	if p := plan(store.SQLiteProductsAndBuyers, `[1,2,3]`, `[[1,"u1"],[2,"u2"],[3,"u3"]]`); !probes(p) {
 		t.Errorf("the store's lookup: plan %q, want one probe of the buyer index per pair", p)
 	}
 	control := "SELECT product_id, user_id FROM orders o WHERE (product_id, user_id) IN (VALUES (?, ?), (?, ?), (?, ?))"

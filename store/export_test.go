@@ -111,9 +111,10 @@ var BuyerLookups = []Lookup{
 	{"HasOrder", numbered(hasOrderSQL), func(id int64, users []string) []any { return []any{id, users[0]} }},
 }
 
-// SQLiteBuyers is the statement with which the store asks SQLite whether
-// the buyers of (product, user) pairs, a JSON array, have an order.
-const SQLiteBuyers = sqliteBuyers
+// SQLiteProductsAndBuyers is the statement with which the store reads
+// products (a JSON array of ids) and asks SQLite whether the buyers of
+// (product, user) pairs (a JSON array) have an order.
+const SQLiteProductsAndBuyers = sqliteProductsAndBuyers
 
 // numbered replaces the ? placeholders of query by $1, $2, ..., as GORM
 // does for PostgreSQL.

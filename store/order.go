@@ -51,8 +51,8 @@ func (s *Store) Buyers(ctx context.Context, productID int64, userIDs []string) (
 }
 
 // ProductAndBuyers returns the product, as Product does, and which of
-// userIDs have an order for it, as Buyers does, read together (on
-// PostgreSQL in one statement).
+// userIDs have an order for it, as Buyers does, read at one moment (one
+// statement).
 func (s *Store) ProductAndBuyers(ctx context.Context, productID int64, userIDs []string) (*seckill.Product, map[string]bool, error) {
 	return s.path.productAndBuyers(ctx, productID, userIDs)
 }

@@ -47,20 +47,21 @@ type gormPath struct {
 	gate  writeGate
 }
 
-// productAndBuyers reads the product first, then the buyers: as good as
-// one snapshot for the rules of a purchase. Orders are never deleted, so a
-// buyer found has had an order since before the product was read, and a
-// buyer not found had none when it was.
+// productAndBuyers is readAll for one product: one statement, so one
+// snapshot.
 func (g gormPath) productAndBuyers(ctx context.Context, productID int64, userIDs []string) (*seckill.Product, map[string]bool, error) {
-	p, err := product(g.db.WithContext(ctx), productID)
+	products, bought, err := g.readAll(ctx, dbStmts{}, []seckill.BuyersOf{{ProductID: productID, UserIDs: userIDs}})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("store: product %d and buyers among %d users: %w", productID, len(userIDs), err)
 	}
-	bought, err := g.buyers(ctx, productID, userIDs)
-	if err != nil {
-		return nil, nil, err
+	p := products[productID]
+	if p == nil {
+		return nil, nil, fmt.Errorf("store: product %d: %w", productID, seckill.ErrNotFound)
 	}
-	return p, bought, nil
+	if bought[productID] == nil {
+		return p, map[string]bool{}, nil
+	}
+	return p, bought[productID], nil
 }
 
 func (g gormPath) buyers(ctx context.Context, productID int64, userIDs []string) (map[string]bool, error) {

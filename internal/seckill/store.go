@@ -32,8 +32,11 @@ type Store interface {
 	HasOrder(ctx context.Context, productID int64, userID string) (bool, error)
 	// Buyers returns which of userIDs have an order for the product.
 	Buyers(ctx context.Context, productID int64, userIDs []string) (map[string]bool, error)
-	// ProductAndBuyers returns what Product and Buyers do, read together:
-	// the product no later than the buyers (the fast path of step 2).
+	// ProductAndBuyers returns what Product and Buyers do, read at one
+	// moment (the fast path of step 2): a buyer's order can leave pending,
+	// so a stock read before such a move and buyers read after it would
+	// answer sold out to a buyer who at no moment both held no order and
+	// found none left.
 	ProductAndBuyers(ctx context.Context, productID int64, userIDs []string) (*Product, map[string]bool, error)
 	// ProductsAndBuyers is ProductAndBuyers for several products at once,
 	// in one round trip: the shared reads of the buyers of any products
