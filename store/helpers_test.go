@@ -18,7 +18,7 @@ import (
 // TestMain stops the PostgreSQL server that the tests start on first use.
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-func open(t *testing.T, db string) *store.Store {
+func open(t testing.TB, db string) *store.Store {
 	t.Helper()
 	s, err := store.Open(db)
 	if err != nil {
@@ -43,7 +43,7 @@ func newProduct(t *testing.T, s *store.Store, stock int64) *seckill.Product {
 
 // rawDB opens db with database/sql, beside the store, for statements no
 // store method makes. It is closed when the test ends.
-func rawDB(t *testing.T, db string) *sql.DB {
+func rawDB(t testing.TB, db string) *sql.DB {
 	t.Helper()
 	driver, dsn := "sqlite3", db+"?_busy_timeout=5000"
 	if store.IsPostgres(db) {
@@ -60,7 +60,7 @@ func rawDB(t *testing.T, db string) *sql.DB {
 // fillOrders inserts n orders of users fill-1..fill-n for product id with
 // one SQL statement, straight into the database (no store method sells
 // them, and sold is left as it is).
-func fillOrders(t *testing.T, db string, productID int64, n int) {
+func fillOrders(t testing.TB, db string, productID int64, n int) {
 	t.Helper()
 	query := `WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < ?)
 		INSERT INTO orders (product_id, user_id, fence, created_at)
